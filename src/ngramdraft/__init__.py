@@ -1,0 +1,44 @@
+"""ngramdraft: prompt-lookup (n-gram) speculative drafting with llama.cpp's exact rules.
+
+>>> from ngramdraft import Drafter
+"""
+
+from ._version import __version__
+from .cache import Cache, NgramCache
+from .drafter import Drafter
+from .errors import (
+    CacheFileError,
+    ChecksumError,
+    CorpusError,
+    CorruptFileError,
+    InvalidParameterError,
+    InvalidTokensError,
+    NgramdraftError,
+    TokenizerMismatchError,
+    TruncatedFileError,
+    UnsupportedVersionError,
+    WrongFileKindError,
+)
+from .replay import ReplayResult, replay
+from .static import StaticCache
+
+__all__ = [
+    "Cache",
+    "CacheFileError",
+    "ChecksumError",
+    "CorpusError",
+    "CorruptFileError",
+    "Drafter",
+    "InvalidParameterError",
+    "InvalidTokensError",
+    "NgramCache",
+    "NgramdraftError",
+    "ReplayResult",
+    "StaticCache",
+    "TokenizerMismatchError",
+    "TruncatedFileError",
+    "UnsupportedVersionError",
+    "WrongFileKindError",
+    "__version__",
+    "replay",
+]

@@ -1,0 +1,200 @@
+"""The drafting interface every cache shares, and the mutable cache (context and dynamic roles)."""
+
+import abc
+import os
+from pathlib import Path
+
+import numpy as np
+
+from . import llamacpp
+from .build import make_constmap
+from .errors import InvalidParameterError
+from .fileformat import KIND_DYNAMIC, MAGIC, Header, map_file, section_array, write_file
+from .kernels import table as T
+from .kernels.triples import span_stats
+from .validation import as_tokens, check_cache_arrays, check_int, check_ngram, check_ngram_range
+
+FORMATS = ("native", "llamacpp")
+
+
+class Cache(abc.ABC):
+    """What every cache answers, whatever its role or storage.
+
+    * ``followers(ngram)``: the followers of an n-gram as (tokens, counts)
+      int32 arrays, ascending by token; empty arrays when the n-gram is absent;
+    * ``len(cache)``: the number of n-grams; ``cache.n_entries``: the number
+      of (n-gram, follower) pairs;
+    * ``arrays()``: everything as flat arrays sorted by n-gram;
+    * iteration: ``(ngram, tokens, counts)`` in n-gram order;
+    * ``save(path, format="native" | "llamacpp")``.
+    """
+
+    role = "cache"
+
+    @abc.abstractmethod
+    def followers(self, ngram): ...
+
+    @abc.abstractmethod
+    def arrays(self):
+        """(keys[K, width], offsets[K+1], tokens, counts), keys ascending, padding -1."""
+
+    @abc.abstractmethod
+    def __len__(self): ...
+
+    @property
+    @abc.abstractmethod
+    def n_entries(self): ...
+
+    @abc.abstractmethod
+    def _save_native(self, path): ...
+
+    def __contains__(self, ngram):
+        return len(self.followers(ngram)[0]) > 0
+
+    def __iter__(self):
+        keys, offsets, tokens, counts = self.arrays()
+        for i in range(len(keys)):
+            ngram = tuple(int(t) for t in keys[i] if t >= 0)
+            yield ngram, tokens[offsets[i] : offsets[i + 1]], counts[offsets[i] : offsets[i + 1]]
+
+    def save(self, path, format="native"):
+        """Write the cache atomically: ``native`` (.ngd) or ``llamacpp`` (lookup file)."""
+        if format == "llamacpp":
+            llamacpp.write(path, *self.arrays())
+        elif format == "native":
+            self._save_native(path)
+        else:
+            raise InvalidParameterError(f"format must be one of {FORMATS}, got {format!r}")
+
+    def __repr__(self):
+        return f"<{type(self).__name__} role={self.role} ngrams={len(self)} entries={self.n_entries}>"
+
+
+def file_format(path):
+    """'native' if the file starts with the ngramdraft magic, else 'llamacpp'."""
+    with open(path, "rb") as f:
+        return "native" if f.read(len(MAGIC)) == MAGIC else "llamacpp"
+
+
+class NgramCache(Cache):
+    """A mutable n-gram cache: n-grams of sizes 1..4 -> followers with counts.
+
+    Fills the context role (the current sequence) and the dynamic role (earlier
+    sequences). Storage is a numba hash table over compact arrays, described in
+    ``ngramdraft.kernels.table``; ``_check()`` verifies its invariants.
+    """
+
+    def __init__(self, role="dynamic"):
+        if role not in ("context", "dynamic"):
+            raise InvalidParameterError(f"role must be 'context' or 'dynamic', got {role!r}")
+        self.role = role
+        self._t = T.new_table()
+        self.path = None
+        self.format = None
+
+    @classmethod
+    def from_cache(cls, cache, role="dynamic"):
+        """A mutable copy of any cache's n-grams."""
+        new = cls(role)
+        new.merge(cache)
+        return new
+
+    @classmethod
+    def load(cls, path, role="dynamic"):
+        """Load a native cache file (static or dynamic) or a llama.cpp lookup file."""
+        new = cls(role)
+        fmt = file_format(path)
+        if fmt == "native":
+            mm, header = map_file(path)
+            arrays = _native_arrays(mm, header)
+        else:
+            arrays = llamacpp.read(path)
+        check_cache_arrays(*arrays, where=str(path))
+        new._t = T.load_sorted(new._t, *arrays)
+        new.path, new.format = Path(path), fmt
+        return new
+
+    def update(self, tokens, nnew=None, ngram_min=1, ngram_max=4):
+        """Count the n-grams ending in the last ``nnew`` tokens (default: all of them).
+
+        As llama.cpp's common_ngram_cache_update: for each size n, every token at
+        position i >= max(len - nnew, n) is counted as a follower of tokens[i-n:i].
+        """
+        tokens = as_tokens(tokens)
+        nnew = len(tokens) if nnew is None else check_int(nnew, "nnew", 0, len(tokens))
+        ngram_min, ngram_max = check_ngram_range(ngram_min, ngram_max)
+        self._t = T.update(self._t, tokens, len(tokens), nnew, ngram_min, ngram_max)
+
+    def merge(self, other):
+        """Add every (n-gram, follower, count) of another cache (counts add up)."""
+        if isinstance(other, NgramCache):
+            self._t = T.merge(self._t, other._t)
+        elif isinstance(other, Cache):
+            self._t = T.load_sorted(self._t, *other.arrays())
+        else:
+            raise InvalidParameterError(f"can only merge a cache, got {type(other).__name__}")
+
+    def clear(self):
+        T.clear(self._t)
+
+    def __len__(self):
+        return int(self._t.meta[T.N_NGRAMS])
+
+    @property
+    def n_entries(self):
+        return int(self._t.meta[T.N_ENTRIES])
+
+    def followers(self, ngram):
+        s = T.lookup(self._t, *check_ngram(ngram))
+        if s < 0:
+            return np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.int32)
+        a, n = self._t.slots[s, T.START], self._t.slots[s, T.LENGTH]
+        return self._t.tok[a : a + n].copy(), self._t.cnt[a : a + n].copy()
+
+    def arrays(self):
+        keys, rows = T.export(self._t)
+        order = np.lexsort(keys.T[::-1])
+        offsets, tokens, counts = T.gather(self._t, rows[order])
+        return keys[order], offsets, tokens, counts
+
+    def _save_native(self, path):
+        keys, offsets, tokens, counts = self.arrays()
+        seed, seglen, segs, fuse = make_constmap(keys)
+        header = Header(
+            kind=KIND_DYNAMIC, n_keys=len(keys), n_entries=len(tokens), fuse_seed=seed,
+            fuse_segment_length=seglen, fuse_segment_count=segs,
+            max_token=int(max(keys.max(initial=-1), tokens.max(initial=-1))), n_source_tokens=0,
+        )
+        sections = {"meta": b"{}", "keys": keys, "offsets": offsets,
+                    "stats": span_stats(offsets, tokens, counts), "tokens": tokens,
+                    "counts": counts, "fuse": fuse}
+        write_file(path, header, sections)
+
+    def _check(self):
+        """Verify every invariant of the table; raises AssertionError naming the slot."""
+        bad = T.check(self._t)
+        if bad >= 0:
+            raise AssertionError(f"NgramCache invariant broken at slot {bad}")
+
+
+def _native_arrays(mm, header):
+    k, n, w = header.n_keys, header.n_entries, header.key_width
+    return (
+        section_array(mm, header, "keys", np.int32, (k, w)),
+        section_array(mm, header, "offsets", np.int64, (k + 1,)),
+        section_array(mm, header, "tokens", np.int32, (n,)),
+        section_array(mm, header, "counts", np.int32, (n,)),
+    )
+
+
+def as_mutable(cache, role="dynamic"):
+    """An NgramCache for a role that gets updated: the cache itself, or a copy of another kind."""
+    if cache is None:
+        return NgramCache(role)
+    if isinstance(cache, NgramCache):
+        return cache
+    if isinstance(cache, Cache):
+        return NgramCache.from_cache(cache, role)
+    if isinstance(cache, str | os.PathLike):
+        return NgramCache.load(cache, role) if Path(cache).exists() else NgramCache(role)
+    raise InvalidParameterError(f"expected a cache or a path, got {type(cache).__name__}")

@@ -1,0 +1,114 @@
+"""Drafter: the per-sequence object a decoding loop talks to."""
+
+import os
+from pathlib import Path
+
+import numpy as np
+
+from .cache import NgramCache, as_mutable, file_format
+from .errors import CorruptFileError, NgramdraftError
+from .kernels import table as T
+from .kernels.draft import NGRAM_MAX, NGRAM_MIN, draft
+from .kernels.frozen import CORRUPT, empty_frozen
+from .static import as_static
+from .validation import as_tokens, check_int, check_ngram_range
+
+MAX_DRAFT = 4096
+
+
+class Drafter:
+    """Draft tokens for one sequence at a time, exactly as llama.cpp's lookup decoding.
+
+    Parameters
+    ----------
+    static : StaticCache, path or any cache, optional
+        The static role (2-grams of a corpus). Shared freely between drafters.
+    dynamic : NgramCache, path or any cache, optional
+        The dynamic role (earlier sequences). A path is loaded if it exists
+        (native ``.ngd`` or llama.cpp lookup file) and written back by
+        :meth:`finish` in the same format (a new ``.bin`` path: llama.cpp).
+        Without one, the drafter keeps its own, so later sequences still
+        learn from earlier ones.
+    n_draft : int
+        The most tokens one :meth:`draft` returns (>= 1).
+    ngram_min, ngram_max : int
+        The n-gram sizes drafting looks up (1 <= min <= max <= 4). The caches
+        always count sizes 1..4, as llama.cpp does, so they stay reusable.
+    """
+
+    def __init__(self, static=None, dynamic=None, n_draft=8, ngram_min=1, ngram_max=4):
+        self.n_draft = check_int(n_draft, "n_draft", 1, MAX_DRAFT)
+        self.ngram_min, self.ngram_max = check_ngram_range(ngram_min, ngram_max)
+        self.static = None if static is None else as_static(static)
+        self._frozen = empty_frozen() if self.static is None else self.static._frozen
+        self._save_to = None
+        if isinstance(dynamic, str | os.PathLike):
+            path = Path(dynamic)
+            existing = path.exists()
+            self._save_to = (path, file_format(path) if existing else _format_for(path))
+        self.dynamic = as_mutable(dynamic, "dynamic")
+        self.context = NgramCache("context")
+        self._seq = np.zeros(256, dtype=np.int32)
+        self._n = 0
+        self._buf = np.zeros(NGRAM_MAX + self.n_draft, dtype=np.int32)
+        self._started = False
+
+    @property
+    def tokens(self):
+        """The sequence so far (prompt and accepted tokens), a copy."""
+        return self._seq[: self._n].copy()
+
+    def start(self, prompt_tokens):
+        """Begin a sequence: the context cache counts the prompt's n-grams."""
+        prompt = as_tokens(prompt_tokens, "prompt_tokens")
+        self.context.clear()
+        self._n = 0
+        self._append(prompt)
+        self._started = True
+
+    def draft(self):
+        """Up to n_draft tokens (int32) the model is likely to produce next."""
+        self._require_started()
+        d = draft(
+            self._seq, self._n, self.n_draft, self.ngram_min, self.ngram_max,
+            self.context._t, self.dynamic._t, self._frozen, self._buf,
+        )
+        if d == CORRUPT:
+            raise CorruptFileError(
+                f"{self.static.path}: the static cache is damaged (run `ngramdraft inspect --verify`)"
+            )
+        tail = min(self._n, NGRAM_MAX)
+        return self._buf[tail : tail + d].copy()
+
+    def accept(self, tokens):
+        """Append verified tokens (accepted drafts and the model's own token)."""
+        self._require_started()
+        self._append(as_tokens(tokens, "tokens"))
+
+    def finish(self):
+        """End the sequence: merge its context into the dynamic cache (and save it)."""
+        self._require_started()
+        self.dynamic.merge(self.context)
+        self.context.clear()
+        self._started = False
+        if self._save_to is not None:
+            path, fmt = self._save_to
+            self.dynamic.save(path, fmt)
+
+    def _append(self, new):
+        need = self._n + len(new)
+        if need > len(self._seq):
+            grown = np.zeros(max(need, 2 * len(self._seq)), dtype=np.int32)
+            grown[: self._n] = self._seq[: self._n]
+            self._seq = grown
+        self._seq[self._n : need] = new
+        self._n = need
+        self.context._t = T.update(self.context._t, self._seq, need, len(new), NGRAM_MIN, NGRAM_MAX)
+
+    def _require_started(self):
+        if not self._started:
+            raise NgramdraftError("call start(prompt_tokens) before drafting or accepting")
+
+
+def _format_for(path):
+    return "llamacpp" if path.suffix == ".bin" else "native"

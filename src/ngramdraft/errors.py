@@ -1,0 +1,50 @@
+"""Exceptions raised by ngramdraft.
+
+Every error the library raises on bad input derives from :class:`NgramdraftError`,
+so a caller can catch one type. The value-shaped errors also derive from
+``ValueError`` so that generic handlers keep working.
+"""
+
+
+class NgramdraftError(Exception):
+    """Base class of every error ngramdraft raises on purpose."""
+
+
+class InvalidTokensError(NgramdraftError, ValueError):
+    """Tokens of the wrong type, shape or range (ids must be in 0 .. 2**31-1)."""
+
+
+class InvalidParameterError(NgramdraftError, ValueError):
+    """A parameter outside its documented range (n_draft < 1, sizes outside 1..4, ...)."""
+
+
+class CacheFileError(NgramdraftError):
+    """A cache file that cannot be used; the message names the file and the problem."""
+
+
+class TruncatedFileError(CacheFileError):
+    """The file is shorter than its header or its records say it must be."""
+
+
+class CorruptFileError(CacheFileError):
+    """A size, offset or value in the file contradicts the format."""
+
+
+class ChecksumError(CorruptFileError):
+    """A section's xxh3 checksum does not match its bytes."""
+
+
+class WrongFileKindError(CacheFileError):
+    """The file is not a cache of the expected kind (foreign file, static vs dynamic)."""
+
+
+class UnsupportedVersionError(CacheFileError):
+    """The file was written by a newer (or unknown) version of the format."""
+
+
+class TokenizerMismatchError(NgramdraftError):
+    """The cache was built with another tokenizer than the caller drafts with."""
+
+
+class CorpusError(NgramdraftError):
+    """A corpus source that cannot be read (missing file, unknown column, offline hub)."""

@@ -1,0 +1,137 @@
+"""llama.cpp's common_ngram_cache_draft, with followers visited in ascending token order.
+
+Rules (SPEC.md; llama.cpp common/ngram-cache.cpp):
+
+* Nothing is drafted after fewer than NGRAM_STATIC tokens.
+* For each drafted token: the static part S is the static cache's followers of
+  the last 2-gram. The context cache is tried with the lax thresholds, then
+  the dynamic cache with the strict ones, then the static cache alone.
+* A primary try walks its n-gram list (sizes nmin..nmax, in that order) from
+  the end; the threshold tables are indexed by the position in that list, not
+  by the n-gram size (so nmin = 2 gives sizes 2..4 the entries 0..2).
+* A follower's score is count * (100 * S[token] if token in S else 1); the
+  first strictly larger score wins, so ties go to the smallest token id.
+* All arithmetic is int32 with wrap-around, as the compiled C++ does.
+"""
+
+import numpy as np
+from numba import njit
+
+from .frozen import CORRUPT, find_key, span
+from .search import find
+from .table import LENGTH, MAXC, START, TOTAL, lookup, ngram_at
+
+NGRAM_MIN = 1
+NGRAM_MAX = 4
+NGRAM_STATIC = 2
+
+# Index = position in the n-gram list.
+LAX_MIN_SAMPLE = np.array([2, 2, 1, 1], dtype=np.int64)
+LAX_MIN_PERCENT = np.array([66, 50, 50, 50], dtype=np.int64)
+STRICT_MIN_SAMPLE = np.array([4, 3, 2, 2], dtype=np.int64)
+STRICT_MIN_PERCENT = np.array([75, 66, 66, 66], dtype=np.int64)
+
+# Below this exact sum, neither the sum nor 100 * count nor percent * sum can
+# wrap, so the thresholds can be tested on the stored sum and largest count
+# before reading the part (max_cp of the scan is never above the largest count).
+_PRECHECK_LIMIT = (2**31 - 1) // 100
+
+
+@njit(cache=True, inline="always")
+def wrap32(x):
+    """x reduced to int32 with two's-complement wrap-around, kept in an int64."""
+    return ((np.int64(x) + 0x80000000) & 0xFFFFFFFF) - 0x80000000
+
+
+@njit(cache=True)
+def try_primary(t, seq, end, true_len, nmin, nmax, min_sample, min_percent, f, slo, sn):
+    """The token a context/dynamic table proposes after seq[:end], or -1."""
+    for i in range(nmax - nmin, -1, -1):
+        size = nmin + i
+        if size > true_len:
+            continue  # the n-gram would start before the sequence does
+        k0, k1, k2, k3 = ngram_at(seq, end, size)
+        s = lookup(t, k0, k1, k2, k3)
+        if s < 0:
+            continue
+        total = t.slots[s, TOTAL]
+        if total < _PRECHECK_LIMIT and (
+            total < min_sample[i] or 100 * t.slots[s, MAXC] < min_percent[i] * total
+        ):
+            continue
+        best = -1
+        max_cp = np.int64(0)
+        max_cs = np.int64(0)
+        acc = np.int64(0)
+        a = t.slots[s, START]
+        for j in range(a, a + t.slots[s, LENGTH]):
+            tok = t.tok[j]
+            c = np.int64(t.cnt[j])
+            w = np.int64(1)
+            if sn > 0:
+                p = find(f.tokens, slo, sn, tok)
+                if p >= 0:
+                    w = wrap32(100 * np.int64(f.counts[p]))
+            if wrap32(c * w) > wrap32(max_cp * max_cs):
+                best = tok
+                max_cp = c
+                max_cs = w
+            acc = wrap32(acc + c)
+        if acc < min_sample[i] or wrap32(100 * max_cp) < wrap32(min_percent[i] * acc):
+            continue
+        return best
+    return -1
+
+
+@njit(cache=True, inline="always")
+def try_static(f, key):
+    """The static cache's own proposal (lax thresholds of NGRAM_STATIC), or -1."""
+    if key < 0:
+        return -1
+    best = f.stats[key, 0]
+    mx = np.int64(f.stats[key, 1])
+    acc = np.int64(f.stats[key, 2])
+    if acc < LAX_MIN_SAMPLE[NGRAM_STATIC - 1] or wrap32(100 * mx) < wrap32(
+        LAX_MIN_PERCENT[NGRAM_STATIC - 1] * acc
+    ):
+        return -1
+    return best
+
+
+@njit(cache=True, nogil=True)
+def draft(seq, n_seq, n_draft, nmin, nmax, ctx, dyn, stat, buf):
+    """Draft after seq[:n_seq] into buf; returns the count d, or CORRUPT.
+
+    buf (length >= NGRAM_MAX + n_draft) receives the last min(n_seq, NGRAM_MAX)
+    tokens of seq followed by the d drafted tokens.
+    """
+    if n_seq < NGRAM_STATIC:
+        return 0
+    tail = min(n_seq, NGRAM_MAX)
+    buf[:tail] = seq[n_seq - tail : n_seq]
+    d = 0
+    while d < n_draft:
+        end = tail + d
+        key = find_key(stat, buf[end - 2], buf[end - 1], np.int32(-1), np.int32(-1))
+        slo = np.int64(0)
+        sn = np.int64(0)
+        if key >= 0:
+            slo, sn = span(stat, key)
+            if sn == CORRUPT:
+                return CORRUPT
+        true_len = n_seq + d
+        tok = try_primary(
+            ctx, buf, end, true_len, nmin, nmax, LAX_MIN_SAMPLE, LAX_MIN_PERCENT, stat, slo, sn
+        )
+        if tok < 0:
+            tok = try_primary(
+                dyn, buf, end, true_len, nmin, nmax, STRICT_MIN_SAMPLE, STRICT_MIN_PERCENT,
+                stat, slo, sn,
+            )
+        if tok < 0:
+            tok = try_static(stat, key)
+        if tok < 0:
+            break
+        buf[end] = tok
+        d += 1
+    return d

@@ -1,0 +1,65 @@
+"""Lookups in a frozen (read-only, usually mmap'd) cache: constmap + key check + span.
+
+A frozen cache is the tuple of arrays a static cache file holds:
+``keys[K, width]`` sorted, ``offsets[K+1]``, ``stats[K, 3]`` (best token, its
+count, wrapped sum of counts), ``fuse`` (the constmap), and the flat
+``tokens``/``counts`` arrays, sorted by token within each key's span.
+"""
+
+from collections import namedtuple
+
+import numpy as np
+from numba import njit
+
+from .constmap import index_of
+
+Frozen = namedtuple("Frozen", "keys offsets stats fuse tokens counts params")
+
+CORRUPT = -2
+
+
+def empty_frozen(width=2):
+    """A frozen cache with no keys (the static role when there is no static cache)."""
+    arrays = Frozen(
+        keys=np.zeros((0, width), dtype=np.int32),
+        offsets=np.zeros(1, dtype=np.int64),
+        stats=np.zeros((0, 3), dtype=np.int32),
+        fuse=np.zeros(0, dtype=np.uint32),
+        tokens=np.zeros(0, dtype=np.int32),
+        counts=np.zeros(0, dtype=np.int32),
+        params=np.zeros(3, dtype=np.uint64),
+    )
+    for a in arrays:
+        a.flags.writeable = False
+    return arrays
+
+
+@njit(cache=True, inline="always")
+def find_key(f, k0, k1, k2, k3):
+    """Index of the key, or -1 when absent."""
+    n = f.keys.shape[0]
+    i = index_of(f.fuse, f.params, n, k0, k1, k2, k3)
+    if i < 0 or i >= n:
+        return np.int64(-1)
+    if f.keys[i, 0] != k0 or f.keys[i, 1] != k1:
+        return np.int64(-1)
+    if f.keys.shape[1] > 2:
+        if f.keys[i, 2] != k2 or f.keys[i, 3] != k3:
+            return np.int64(-1)
+    elif k2 != -1 or k3 != -1:
+        return np.int64(-1)
+    return i
+
+
+@njit(cache=True, inline="always")
+def span(f, i):
+    """(start, length) of key i's followers; length CORRUPT if the offsets are impossible.
+
+    Offsets are not all read when a file is opened, so a damaged file must not
+    be able to send a kernel outside the arrays: the check is two comparisons.
+    """
+    lo = f.offsets[i]
+    hi = f.offsets[i + 1]
+    if lo < 0 or hi < lo or hi > f.tokens.shape[0]:
+        return np.int64(0), np.int64(CORRUPT)
+    return lo, hi - lo

@@ -1,0 +1,350 @@
+"""The mutable n-gram table behind the context and dynamic caches.
+
+Layout (``docs/layout.md`` walks through an example):
+
+* ``slots``: an open-addressing hash table, int64[capacity, 8], one 64-byte
+  row (one cache line) per slot, linear probing, load factor <= 1/2:
+
+  ====  ========  =====================================================
+  col   name      meaning
+  ====  ========  =====================================================
+  0     KEY01     tokens 0 and 1 of the key as two uint32 halves
+  1     KEY23     tokens 2 and 3 (padding -1 is 0xFFFFFFFF)
+  2     START     first index of the n-gram's part in the pool
+  3     LENGTH    number of followers
+  4     CAPAC     room reserved for the part in the pool
+  5     TOTAL     exact sum of the part's counts
+  6     MAXC      largest count in the part
+  7     (spare)   keeps each row at 64 bytes
+  ====  ========  =====================================================
+
+  A row is empty when KEY01 < 0: a real n-gram's first token is never
+  negative, so a used row's high half is never all ones.
+* ``tok``/``cnt``: the follower pool. A part is one contiguous span, sorted
+  by token. A part that outgrows its room moves to the end of the pool with
+  twice the room; the room it leaves is counted as waste and reclaimed when
+  the pool itself grows (compaction).
+* ``meta``: [n-grams, pool used, entries, pool waste].
+
+Every mutation merges a sorted run of (token, count) into one part, so a
+single-token update, a cache merge and a bulk load share one routine. TOTAL
+and MAXC let the drafter reject most parts without reading them.
+"""
+
+from collections import namedtuple
+
+import numpy as np
+from numba import njit
+
+from .hashing import key_hash
+from .search import find, floor_index
+
+Table = namedtuple("Table", "slots tok cnt meta")
+
+KEY01, KEY23, START, LENGTH, CAPAC, TOTAL, MAXC = range(7)
+ROW = 8
+N_NGRAMS, POOL_USED, N_ENTRIES, POOL_WASTE = range(4)
+OK, NEED_SLOTS, NEED_POOL = range(3)
+
+_SEED = np.uint64(0)
+_ONE = np.ones(1, dtype=np.int32)  # the count of a single update, a compile-time constant
+_LOW = np.int64(0xFFFFFFFF)
+
+
+def new_table(slots=16, pool=64):
+    """An empty table; ``slots`` must be a power of two."""
+    rows = np.zeros((slots, ROW), dtype=np.int64)
+    rows[:, KEY01] = -1
+    return Table(
+        slots=rows,
+        tok=np.zeros(pool, dtype=np.int32),
+        cnt=np.zeros(pool, dtype=np.int32),
+        meta=np.zeros(4, dtype=np.int64),
+    )
+
+
+@njit(cache=True, inline="always")
+def _pack(a, b):
+    return (np.int64(a) << 32) | (np.int64(b) & _LOW)
+
+
+@njit(cache=True, inline="always")
+def unpack_key(slots, s):
+    k01 = slots[s, KEY01]
+    k23 = slots[s, KEY23]
+    return (
+        np.int32(k01 >> 32), np.int32(k01 & _LOW), np.int32(k23 >> 32), np.int32(k23 & _LOW)
+    )
+
+
+@njit(cache=True, inline="always")
+def _probe(slots, k01, k23, h):
+    mask = slots.shape[0] - 1
+    s = np.int64(h & np.uint64(mask))
+    while True:
+        if slots[s, KEY01] < 0 or (slots[s, KEY01] == k01 and slots[s, KEY23] == k23):
+            return s
+        s = (s + 1) & mask
+
+
+@njit(cache=True, inline="always")
+def lookup(t, k0, k1, k2, k3):
+    """Row of the n-gram, or -1 if absent."""
+    s = _probe(t.slots, _pack(k0, k1), _pack(k2, k3), key_hash(k0, k1, k2, k3, _SEED))
+    return s if t.slots[s, KEY01] >= 0 else -1
+
+
+@njit(cache=True)
+def _grow_slots(t):
+    old = t.slots
+    rows = np.zeros((2 * old.shape[0], ROW), dtype=np.int64)
+    rows[:, KEY01] = -1
+    for s in range(old.shape[0]):
+        if old[s, KEY01] >= 0:
+            k0, k1, k2, k3 = unpack_key(old, s)
+            rows[_probe(rows, old[s, KEY01], old[s, KEY23], key_hash(k0, k1, k2, k3, _SEED))] = old[s]
+    return Table(rows, t.tok, t.cnt, t.meta)
+
+
+@njit(cache=True)
+def _grow_pool(t, need):
+    """A pool with room for ``need`` more entries, parts compacted in row order."""
+    live = t.meta[POOL_USED] - t.meta[POOL_WASTE]
+    size = max(2 * (live + need), 64)
+    tok = np.zeros(size, dtype=np.int32)
+    cnt = np.zeros(size, dtype=np.int32)
+    used = 0
+    for s in range(t.slots.shape[0]):
+        if t.slots[s, KEY01] < 0:
+            continue
+        a = t.slots[s, START]
+        tok[used : used + t.slots[s, LENGTH]] = t.tok[a : a + t.slots[s, LENGTH]]
+        cnt[used : used + t.slots[s, LENGTH]] = t.cnt[a : a + t.slots[s, LENGTH]]
+        t.slots[s, START] = used
+        used += t.slots[s, CAPAC]
+    t.meta[POOL_USED] = used
+    t.meta[POOL_WASTE] = 0
+    return Table(t.slots, tok, cnt, t.meta)
+
+
+@njit(cache=True, inline="always")
+def _merge_run(t, s, rtok, rcnt, lo, n):
+    """Merge the sorted run rtok/rcnt[lo:lo+n] into the part of row s.
+
+    The caller has made room: a part that must move needs at most
+    max(2 * CAPAC, LENGTH + n) free pool entries.
+    """
+    sl = t.slots
+    tok, cnt = t.tok, t.cnt
+    a, m = sl[s, START], sl[s, LENGTH]
+    mx = sl[s, MAXC]
+    new = 0
+    for j in range(lo, lo + n):
+        sl[s, TOTAL] += rcnt[j]
+        i = find(tok, a, m, rtok[j])
+        if i >= 0:
+            cnt[i] += rcnt[j]
+            mx = max(mx, cnt[i])
+        else:
+            new += 1
+    if new:
+        need = m + new
+        if need > sl[s, CAPAC]:
+            room = max(2 * sl[s, CAPAC], need)
+            used = t.meta[POOL_USED]
+            for i in range(m):
+                tok[used + i] = tok[a + i]
+                cnt[used + i] = cnt[a + i]
+            t.meta[POOL_WASTE] += sl[s, CAPAC]
+            t.meta[POOL_USED] = used + room
+            sl[s, START] = used
+            sl[s, CAPAC] = room
+            a = used
+        # From the back: each new token shifts the block above it once, so the
+        # part is rewritten in place in O(m + n) moves.
+        i = a + m
+        w = a + need
+        for j in range(lo + n - 1, lo - 1, -1):
+            x = rtok[j]
+            p = a
+            if i > a:
+                f = floor_index(tok, a, i - a, x)
+                if tok[f] == x:
+                    continue  # already counted above
+                p = f + 1 if tok[f] < x else f
+            k = i - p
+            for q in range(k - 1, -1, -1):
+                tok[w - k + q] = tok[p + q]
+                cnt[w - k + q] = cnt[p + q]
+            w -= k + 1
+            i = p
+            tok[w] = x
+            cnt[w] = rcnt[j]
+            mx = max(mx, np.int64(cnt[w]))
+        sl[s, LENGTH] = need
+        t.meta[N_ENTRIES] += new
+    sl[s, MAXC] = mx
+
+
+@njit(cache=True, inline="always")
+def _try_add(t, k0, k1, k2, k3, rtok, rcnt, lo, n):
+    """Add a sorted run of followers to an n-gram: OK, or what must grow first."""
+    if (t.meta[N_NGRAMS] + 1) * 2 > t.slots.shape[0]:
+        return NEED_SLOTS
+    k01 = _pack(k0, k1)
+    k23 = _pack(k2, k3)
+    s = _probe(t.slots, k01, k23, key_hash(k0, k1, k2, k3, _SEED))
+    sl = t.slots
+    fresh = sl[s, KEY01] < 0
+    m = 0 if fresh else sl[s, LENGTH]
+    c = 0 if fresh else sl[s, CAPAC]
+    if m + n > c and t.meta[POOL_USED] + max(2 * c, m + n) > t.tok.shape[0]:
+        return NEED_POOL
+    if fresh:
+        sl[s, :] = 0
+        sl[s, KEY01] = k01
+        sl[s, KEY23] = k23
+        t.meta[N_NGRAMS] += 1
+    _merge_run(t, s, rtok, rcnt, lo, n)
+    return OK
+
+
+@njit(cache=True)
+def _grow(t, status, n):
+    if status == NEED_SLOTS:
+        return _grow_slots(t)
+    return _grow_pool(t, n + 2 * t.tok.shape[0] // 8)
+
+
+@njit(cache=True, inline="always")
+def add_run(t, k0, k1, k2, k3, rtok, rcnt, lo, n):
+    """Add the sorted run rtok/rcnt[lo:lo+n] to n-gram (k0..k3); returns the table."""
+    while True:
+        status = _try_add(t, k0, k1, k2, k3, rtok, rcnt, lo, n)
+        if status == OK:
+            return t
+        t = _grow(t, status, n)
+
+
+@njit(cache=True, inline="always")
+def ngram_at(seq, end, size):
+    """The 4-slot key of seq[end-size:end], padded with -1."""
+    k0 = seq[end - size]
+    k1 = seq[end - size + 1] if size > 1 else np.int32(-1)
+    k2 = seq[end - size + 2] if size > 2 else np.int32(-1)
+    k3 = seq[end - size + 3] if size > 3 else np.int32(-1)
+    return k0, k1, k2, k3
+
+
+@njit(cache=True)
+def update(t, seq, length, nnew, nmin, nmax):
+    """llama.cpp's common_ngram_cache_update over seq[:length]; returns the table.
+
+    Sizes are the outer loop, as upstream: the order changes no count, but it
+    fixes the layout, which keeps the table's contents reproducible.
+    """
+    for size in range(nmin, nmax + 1):
+        for i in range(max(length - nnew, size), length):
+            k0, k1, k2, k3 = ngram_at(seq, i, size)
+            t = add_run(t, k0, k1, k2, k3, seq[i : i + 1], _ONE, 0, 1)
+    return t
+
+
+@njit(cache=True)
+def merge(t, src):
+    """Add every (n-gram, token, count) of src into t; returns t."""
+    for s in range(src.slots.shape[0]):
+        if src.slots[s, KEY01] < 0:
+            continue
+        k0, k1, k2, k3 = unpack_key(src.slots, s)
+        t = add_run(
+            t, k0, k1, k2, k3, src.tok, src.cnt, src.slots[s, START], src.slots[s, LENGTH]
+        )
+    return t
+
+
+@njit(cache=True)
+def load_sorted(t, keys, offsets, tok, cnt):
+    """Add the n-grams of flat arrays (keys[i] owns tok/cnt[offsets[i]:offsets[i+1]])."""
+    width = keys.shape[1]
+    for i in range(keys.shape[0]):
+        k2 = keys[i, 2] if width > 2 else np.int32(-1)
+        k3 = keys[i, 3] if width > 3 else np.int32(-1)
+        lo = offsets[i]
+        t = add_run(t, keys[i, 0], keys[i, 1], k2, k3, tok, cnt, lo, offsets[i + 1] - lo)
+    return t
+
+
+@njit(cache=True)
+def clear(t):
+    t.slots[:, KEY01] = -1
+    t.meta[:] = 0
+
+
+@njit(cache=True)
+def export(t):
+    """keys[K, 4] and the rows holding them, in row order."""
+    rows = np.empty(t.meta[N_NGRAMS], dtype=np.int64)
+    keys = np.empty((t.meta[N_NGRAMS], 4), dtype=np.int32)
+    j = 0
+    for s in range(t.slots.shape[0]):
+        if t.slots[s, KEY01] >= 0:
+            rows[j] = s
+            keys[j, 0], keys[j, 1], keys[j, 2], keys[j, 3] = unpack_key(t.slots, s)
+            j += 1
+    return keys, rows
+
+
+@njit(cache=True)
+def gather(t, rows):
+    """Flat offsets/tokens/counts of the given rows' parts, in that order."""
+    offsets = np.zeros(rows.shape[0] + 1, dtype=np.int64)
+    for j in range(rows.shape[0]):
+        offsets[j + 1] = offsets[j] + t.slots[rows[j], LENGTH]
+    tok = np.empty(offsets[-1], dtype=np.int32)
+    cnt = np.empty(offsets[-1], dtype=np.int32)
+    for j in range(rows.shape[0]):
+        a = t.slots[rows[j], START]
+        m = t.slots[rows[j], LENGTH]
+        tok[offsets[j] : offsets[j + 1]] = t.tok[a : a + m]
+        cnt[offsets[j] : offsets[j + 1]] = t.cnt[a : a + m]
+    return offsets, tok, cnt
+
+
+@njit(cache=True)
+def check(t):
+    """The first row that breaks an invariant, or -1 (see NgramCache._check)."""
+    used = t.slots.shape[0]  # reported when a table-wide count is wrong
+    spans = np.empty((t.meta[N_NGRAMS], 2), dtype=np.int64)
+    n = 0
+    entries = 0
+    for s in range(t.slots.shape[0]):
+        row = t.slots[s]
+        if row[KEY01] < 0:
+            continue
+        k0, k1, k2, k3 = unpack_key(t.slots, s)
+        if _probe(t.slots, row[KEY01], row[KEY23], key_hash(k0, k1, k2, k3, _SEED)) != s:
+            return s
+        a, m = row[START], row[LENGTH]
+        if m < 1 or m > row[CAPAC] or a < 0 or a + row[CAPAC] > t.meta[POOL_USED]:
+            return s
+        total = np.int64(0)
+        mx = np.int64(0)
+        for i in range(a, a + m):
+            if t.cnt[i] < 1 or t.tok[i] < 0 or (i > a and t.tok[i] <= t.tok[i - 1]):
+                return s
+            total += t.cnt[i]
+            mx = max(mx, np.int64(t.cnt[i]))
+        if total != row[TOTAL] or mx != row[MAXC] or n >= spans.shape[0]:
+            return s
+        spans[n, 0] = a
+        spans[n, 1] = a + row[CAPAC]
+        n += 1
+        entries += m
+    if n != t.meta[N_NGRAMS] or entries != t.meta[N_ENTRIES]:
+        return used
+    order = np.argsort(spans[:n, 0])
+    for j in range(1, n):
+        if spans[order[j], 0] < spans[order[j - 1], 1]:
+            return used
+    return -1

@@ -1,0 +1,64 @@
+"""llama.cpp lookup cache files (``-lcs``/``-lcd``, lookup.bin): reading and writing.
+
+Format (SPEC.md): no header; records until the end of the file, little-endian
+int32: ``ngram[4]`` (padded with -1), ``ntokens`` (> 0), then ntokens pairs
+``token, count`` (count > 0). Record and follower order is arbitrary.
+"""
+
+import os
+
+import numpy as np
+
+from .atomic import atomic_output
+from .errors import CorruptFileError, TruncatedFileError, WrongFileKindError
+from .kernels import lookupfile as L
+
+_PROBLEMS = {
+    L.BAD_NGRAM: "an n-gram slot is neither a token id nor -1 padding",
+    L.BAD_NTOKENS: "a record lists no followers",
+    L.BAD_TOKEN: "a follower token id is negative",
+    L.BAD_COUNT: "a follower count is not positive",
+}
+
+
+def read(path):
+    """(keys[K,4], offsets[K+1], tokens, counts) of a lookup file, followers sorted."""
+    size = os.path.getsize(path)
+    if size % 4:
+        raise WrongFileKindError(
+            f"{path}: {size} bytes is not a whole number of int32 words; "
+            "not a llama.cpp lookup cache"
+        )
+    data = np.fromfile(path, dtype="<i4")
+    starts, status, word = L.scan_records(data)
+    if status != L.OK:
+        where = f"at byte {4 * word}"
+        if status == L.TRUNCATED:
+            raise TruncatedFileError(f"{path}: record {len(starts)} {where} runs past the end of the file")
+        cls = WrongFileKindError if len(starts) == 0 else CorruptFileError
+        kind = "not a llama.cpp lookup cache: " if len(starts) == 0 else ""
+        raise cls(f"{path}: {kind}record {len(starts)} {where}: {_PROBLEMS[status]}")
+    k, keys, offsets, tokens, counts = L.gather_records(data, starts)
+    if k < 0:
+        raise CorruptFileError(f"{path}: record {-k - 1} lists the same follower twice")
+    return keys, offsets, tokens, counts
+
+
+def write(path, keys, offsets, tokens, counts):
+    """Write n-grams (keys of width 2 or 4) as a lookup file, atomically."""
+    n = keys.shape[0]
+    sizes = np.diff(offsets)
+    words = np.empty(int(5 * n + 2 * len(tokens)), dtype="<i4")
+    starts = np.zeros(n, dtype=np.int64)
+    starts[1:] = np.cumsum(5 + 2 * sizes)[:-1]
+    padded = np.full((n, 4), -1, dtype=np.int32)
+    padded[:, : keys.shape[1]] = keys
+    for j in range(4):
+        words[starts + j] = padded[:, j]
+    words[starts + 4] = sizes
+    record = np.repeat(np.arange(n), sizes)
+    within = np.arange(len(tokens)) - offsets[record]
+    words[starts[record] + 5 + 2 * within] = tokens
+    words[starts[record] + 6 + 2 * within] = counts
+    with atomic_output(path) as f:
+        words.tofile(f)

@@ -1,0 +1,91 @@
+"""Checks that stand between user input and the kernels (numba checks no bounds)."""
+
+import numpy as np
+
+from .errors import CorruptFileError, InvalidParameterError, InvalidTokensError
+
+TOKEN_MAX = 2**31 - 1
+
+
+def as_tokens(values, name="tokens"):
+    """A C-contiguous int32 copy-or-view of ``values``, every id in 0 .. 2**31-1.
+
+    Accepts sequences of ints and integer arrays of any width; rejects floats,
+    booleans, objects and anything that is not one-dimensional.
+    """
+    arr = np.asarray(values)
+    if arr.size == 0 and arr.ndim == 1:
+        return np.zeros(0, dtype=np.int32)
+    if arr.dtype == np.bool_ or arr.dtype.kind not in "iu":
+        raise InvalidTokensError(f"{name} must be integer token ids, got dtype {arr.dtype}")
+    if arr.ndim != 1:
+        raise InvalidTokensError(f"{name} must be one-dimensional, got shape {arr.shape}")
+    check_token_range(arr, name)
+    return np.ascontiguousarray(arr, dtype=np.int32)
+
+
+def check_token_range(arr, name="tokens", base=0):
+    """Raise naming the first id outside 0 .. 2**31-1 (its index offset by ``base``)."""
+    if arr.size == 0:
+        return
+    lo, hi = arr.min(), arr.max()
+    if lo < 0 or hi > TOKEN_MAX:
+        bad = int(np.flatnonzero((arr < 0) | (arr > TOKEN_MAX))[0])
+        raise InvalidTokensError(
+            f"{name}[{base + bad}] = {int(arr[bad])} is not a token id (ids are 0 .. {TOKEN_MAX})"
+        )
+
+
+def check_int(value, name, lo, hi=None):
+    """An int in [lo, hi] (hi None: unbounded), else InvalidParameterError."""
+    if isinstance(value, bool) or not isinstance(value, int | np.integer):
+        raise InvalidParameterError(f"{name} must be an integer, got {value!r}")
+    if value < lo or (hi is not None and value > hi):
+        bound = f"{lo} .. {hi}" if hi is not None else f">= {lo}"
+        raise InvalidParameterError(f"{name} must be {bound}, got {value}")
+    return int(value)
+
+
+def check_ngram_range(ngram_min, ngram_max):
+    ngram_min = check_int(ngram_min, "ngram_min", 1, 4)
+    ngram_max = check_int(ngram_max, "ngram_max", 1, 4)
+    if ngram_min > ngram_max:
+        raise InvalidParameterError(f"ngram_min ({ngram_min}) > ngram_max ({ngram_max})")
+    return ngram_min, ngram_max
+
+
+def check_ngram(ngram, sizes=(1, 2, 3, 4)):
+    """An n-gram given by the user as a tuple of token ids, size in ``sizes``."""
+    arr = as_tokens(ngram, "ngram")
+    if len(arr) not in sizes:
+        raise InvalidParameterError(f"n-gram size must be one of {sizes}, got {len(arr)}")
+    return tuple(int(t) for t in arr) + (-1,) * (4 - len(arr))
+
+
+def check_cache_arrays(keys, offsets, tokens, counts, where):
+    """Raise CorruptFileError unless the flat arrays form a well-made cache.
+
+    Checked before a kernel reads them: spans that tile the follower arrays,
+    keys made of token ids then -1 padding, followers strictly ascending
+    within each span, ids >= 0 and counts >= 1.
+    """
+    def fail(problem):
+        raise CorruptFileError(f"{where}: {problem}")
+
+    k, n = keys.shape[0], tokens.shape[0]
+    if offsets.shape != (k + 1,) or counts.shape != (n,):
+        fail("array sizes disagree")
+    if offsets[0] != 0 or offsets[k] != n or (k and np.diff(offsets).min() < 1):
+        fail("follower spans do not tile the follower arrays")
+    if k and keys[:, 0].min() < 0:
+        fail("an n-gram starts with a negative id")
+    for j in range(1, keys.shape[1]):
+        if np.any((keys[:, j] < -1) | ((keys[:, j - 1] < 0) & (keys[:, j] != -1))):
+            fail("an n-gram key is neither token ids nor trailing -1 padding")
+    if n and (tokens.min() < 0 or counts.min() < 1):
+        fail("a follower has a negative id or a count below 1")
+    if n > 1:
+        rising = np.diff(tokens) > 0
+        rising[offsets[1:-1] - 1] = True  # a new span may start lower
+        if not rising.all():
+            fail("followers are not strictly ascending within an n-gram")
