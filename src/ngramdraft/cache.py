@@ -145,7 +145,7 @@ class NgramCache(Cache):
         return int(self._t.meta[T.N_ENTRIES])
 
     def followers(self, ngram):
-        s = T.lookup(self._t, *check_ngram(ngram))
+        s = T.lookup(self._t.slots, self._t.tags, *check_ngram(ngram))
         if s < 0:
             return np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.int32)
         a, n = self._t.slots[s, T.START], self._t.slots[s, T.LENGTH]

@@ -150,10 +150,11 @@ class StaticCache(Cache):
 
     def followers(self, ngram):
         k0, k1, k2, k3 = check_ngram(ngram)
-        i = find_key(self._frozen, k0, k1, k2, k3)
+        f = self._frozen
+        i = find_key(f.keys, f.fuse, f.params, k0, k1, k2, k3)
         if i < 0:
             return np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.int32)
-        lo, n = span(self._frozen, i)
+        lo, n = span(f.offsets, len(f.tokens), i)
         if n == CORRUPT:
             raise CorruptFileError(f"{self.path}: offsets of 2-gram {ngram} are impossible")
         return self._frozen.tokens[lo : lo + n].copy(), self._frozen.counts[lo : lo + n].copy()

@@ -43,37 +43,40 @@ def wrap32(x):
     return ((np.int64(x) + 0x80000000) & 0xFFFFFFFF) - 0x80000000
 
 
-@njit(cache=True)
-def try_primary(t, seq, end, true_len, nmin, nmax, min_sample, min_percent, f, slo, sn):
-    """The token a context/dynamic table proposes after seq[:end], or -1."""
+@njit(cache=True, inline="always")
+def try_primary(slots, tags, tok, cnt, seq, end, true_len, nmin, nmax, min_sample, min_percent,
+                stok, scnt, slo, sn):
+    """The token a context/dynamic table proposes after seq[:end], or -1.
+
+    stok/scnt[slo:slo+sn] is the static part S of the last 2-gram.
+    """
     for i in range(nmax - nmin, -1, -1):
         size = nmin + i
         if size > true_len:
             continue  # the n-gram would start before the sequence does
         k0, k1, k2, k3 = ngram_at(seq, end, size)
-        s = lookup(t, k0, k1, k2, k3)
+        s = lookup(slots, tags, k0, k1, k2, k3)
         if s < 0:
             continue
-        total = t.slots[s, TOTAL]
+        total = slots[s, TOTAL]
         if total < _PRECHECK_LIMIT and (
-            total < min_sample[i] or 100 * t.slots[s, MAXC] < min_percent[i] * total
+            total < min_sample[i] or 100 * slots[s, MAXC] < min_percent[i] * total
         ):
             continue
         best = -1
         max_cp = np.int64(0)
         max_cs = np.int64(0)
         acc = np.int64(0)
-        a = t.slots[s, START]
-        for j in range(a, a + t.slots[s, LENGTH]):
-            tok = t.tok[j]
-            c = np.int64(t.cnt[j])
+        a = slots[s, START]
+        for j in range(a, a + slots[s, LENGTH]):
+            c = np.int64(cnt[j])
             w = np.int64(1)
             if sn > 0:
-                p = find(f.tokens, slo, sn, tok)
+                p = find(stok, slo, sn, tok[j])
                 if p >= 0:
-                    w = wrap32(100 * np.int64(f.counts[p]))
+                    w = wrap32(100 * np.int64(scnt[p]))
             if wrap32(c * w) > wrap32(max_cp * max_cs):
-                best = tok
+                best = tok[j]
                 max_cp = c
                 max_cs = w
             acc = wrap32(acc + c)
@@ -84,18 +87,17 @@ def try_primary(t, seq, end, true_len, nmin, nmax, min_sample, min_percent, f, s
 
 
 @njit(cache=True, inline="always")
-def try_static(f, key):
+def try_static(stats, key):
     """The static cache's own proposal (lax thresholds of NGRAM_STATIC), or -1."""
     if key < 0:
         return -1
-    best = f.stats[key, 0]
-    mx = np.int64(f.stats[key, 1])
-    acc = np.int64(f.stats[key, 2])
+    mx = np.int64(stats[key, 1])
+    acc = np.int64(stats[key, 2])
     if acc < LAX_MIN_SAMPLE[NGRAM_STATIC - 1] or wrap32(100 * mx) < wrap32(
         LAX_MIN_PERCENT[NGRAM_STATIC - 1] * acc
     ):
         return -1
-    return best
+    return stats[key, 0]
 
 
 @njit(cache=True, nogil=True)
@@ -103,33 +105,35 @@ def draft(seq, n_seq, n_draft, nmin, nmax, ctx, dyn, stat, buf):
     """Draft after seq[:n_seq] into buf; returns the count d, or CORRUPT.
 
     buf (length >= NGRAM_MAX + n_draft) receives the last min(n_seq, NGRAM_MAX)
-    tokens of seq followed by the d drafted tokens.
+    tokens of seq followed by the d drafted tokens. The tables' arrays are
+    taken out once per call, not per lookup.
     """
     if n_seq < NGRAM_STATIC:
         return 0
+    c_slots, c_tags, c_tok, c_cnt = ctx.slots, ctx.tags, ctx.tok, ctx.cnt
+    d_slots, d_tags, d_tok, d_cnt = dyn.slots, dyn.tags, dyn.tok, dyn.cnt
+    keys, fuse, params, offsets, stats = stat.keys, stat.fuse, stat.params, stat.offsets, stat.stats
+    stok, scnt = stat.tokens, stat.counts
     tail = min(n_seq, NGRAM_MAX)
     buf[:tail] = seq[n_seq - tail : n_seq]
     d = 0
     while d < n_draft:
         end = tail + d
-        key = find_key(stat, buf[end - 2], buf[end - 1], np.int32(-1), np.int32(-1))
+        key = find_key(keys, fuse, params, buf[end - 2], buf[end - 1], np.int32(-1), np.int32(-1))
         slo = np.int64(0)
         sn = np.int64(0)
         if key >= 0:
-            slo, sn = span(stat, key)
+            slo, sn = span(offsets, stok.shape[0], key)
             if sn == CORRUPT:
                 return CORRUPT
         true_len = n_seq + d
-        tok = try_primary(
-            ctx, buf, end, true_len, nmin, nmax, LAX_MIN_SAMPLE, LAX_MIN_PERCENT, stat, slo, sn
-        )
+        tok = try_primary(c_slots, c_tags, c_tok, c_cnt, buf, end, true_len, nmin, nmax,
+                          LAX_MIN_SAMPLE, LAX_MIN_PERCENT, stok, scnt, slo, sn)
         if tok < 0:
-            tok = try_primary(
-                dyn, buf, end, true_len, nmin, nmax, STRICT_MIN_SAMPLE, STRICT_MIN_PERCENT,
-                stat, slo, sn,
-            )
+            tok = try_primary(d_slots, d_tags, d_tok, d_cnt, buf, end, true_len, nmin, nmax,
+                              STRICT_MIN_SAMPLE, STRICT_MIN_PERCENT, stok, scnt, slo, sn)
         if tok < 0:
-            tok = try_static(stat, key)
+            tok = try_static(stats, key)
         if tok < 0:
             break
         buf[end] = tok

@@ -35,16 +35,16 @@ def empty_frozen(width=2):
 
 
 @njit(cache=True, inline="always")
-def find_key(f, k0, k1, k2, k3):
-    """Index of the key, or -1 when absent."""
-    n = f.keys.shape[0]
-    i = index_of(f.fuse, f.params, n, k0, k1, k2, k3)
+def find_key(keys, fuse, params, k0, k1, k2, k3):
+    """Index of the key in a frozen cache's keys, or -1 when absent."""
+    n = keys.shape[0]
+    i = index_of(fuse, params, n, k0, k1, k2, k3)
     if i < 0 or i >= n:
         return np.int64(-1)
-    if f.keys[i, 0] != k0 or f.keys[i, 1] != k1:
+    if keys[i, 0] != k0 or keys[i, 1] != k1:
         return np.int64(-1)
-    if f.keys.shape[1] > 2:
-        if f.keys[i, 2] != k2 or f.keys[i, 3] != k3:
+    if keys.shape[1] > 2:
+        if keys[i, 2] != k2 or keys[i, 3] != k3:
             return np.int64(-1)
     elif k2 != -1 or k3 != -1:
         return np.int64(-1)
@@ -52,14 +52,14 @@ def find_key(f, k0, k1, k2, k3):
 
 
 @njit(cache=True, inline="always")
-def span(f, i):
+def span(offsets, n_entries, i):
     """(start, length) of key i's followers; length CORRUPT if the offsets are impossible.
 
     Offsets are not all read when a file is opened, so a damaged file must not
     be able to send a kernel outside the arrays: the check is two comparisons.
     """
-    lo = f.offsets[i]
-    hi = f.offsets[i + 1]
-    if lo < 0 or hi < lo or hi > f.tokens.shape[0]:
+    lo = offsets[i]
+    hi = offsets[i + 1]
+    if lo < 0 or hi < lo or hi > n_entries:
         return np.int64(0), np.int64(CORRUPT)
     return lo, hi - lo

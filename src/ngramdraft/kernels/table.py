@@ -18,8 +18,11 @@ Layout (``docs/layout.md`` walks through an example):
   7     (spare)   keeps each row at 64 bytes
   ====  ========  =====================================================
 
-  A row is empty when KEY01 < 0: a real n-gram's first token is never
-  negative, so a used row's high half is never all ones.
+* ``tags``: uint8[capacity], 0 for an empty slot, else 1..127 taken from
+  the key's hash. Probes walk the tags and read a row only when its tag
+  matches, so a lookup of an absent n-gram (most 3- and 4-grams) touches a
+  few bytes of a small array instead of 64-byte rows of a large one; and
+  clearing the table is a memset of the tags.
 * ``tok``/``cnt``: the follower pool. A part is one contiguous span, sorted
   by token. A part that outgrows its room moves to the end of the pool with
   twice the room; the room it leaves is counted as waste and reclaimed when
@@ -39,7 +42,7 @@ from numba import njit
 from .hashing import key_hash
 from .search import find, floor_index
 
-Table = namedtuple("Table", "slots tok cnt meta")
+Table = namedtuple("Table", "slots tags tok cnt meta")
 
 KEY01, KEY23, START, LENGTH, CAPAC, TOTAL, MAXC = range(7)
 ROW = 8
@@ -49,14 +52,14 @@ OK, NEED_SLOTS, NEED_POOL = range(3)
 _SEED = np.uint64(0)
 _ONE = np.ones(1, dtype=np.int32)  # the count of a single update, a compile-time constant
 _LOW = np.int64(0xFFFFFFFF)
+_S57 = np.uint64(57)
 
 
 def new_table(slots=16, pool=64):
     """An empty table; ``slots`` must be a power of two."""
-    rows = np.zeros((slots, ROW), dtype=np.int64)
-    rows[:, KEY01] = -1
     return Table(
-        slots=rows,
+        slots=np.zeros((slots, ROW), dtype=np.int64),
+        tags=np.zeros(slots, dtype=np.uint8),
         tok=np.zeros(pool, dtype=np.int32),
         cnt=np.zeros(pool, dtype=np.int32),
         meta=np.zeros(4, dtype=np.int64),
@@ -78,32 +81,43 @@ def unpack_key(slots, s):
 
 
 @njit(cache=True, inline="always")
-def _probe(slots, k01, k23, h):
-    mask = slots.shape[0] - 1
+def _tag(h):
+    return np.uint8(1 + (h >> _S57))
+
+
+@njit(cache=True, inline="always")
+def _probe(slots, tags, k01, k23, h):
+    """The key's row, or the empty row where it would go."""
+    mask = tags.shape[0] - 1
+    tag = _tag(h)
     s = np.int64(h & np.uint64(mask))
     while True:
-        if slots[s, KEY01] < 0 or (slots[s, KEY01] == k01 and slots[s, KEY23] == k23):
+        g = tags[s]
+        if g == 0 or (g == tag and slots[s, KEY01] == k01 and slots[s, KEY23] == k23):
             return s
         s = (s + 1) & mask
 
 
 @njit(cache=True, inline="always")
-def lookup(t, k0, k1, k2, k3):
+def lookup(slots, tags, k0, k1, k2, k3):
     """Row of the n-gram, or -1 if absent."""
-    s = _probe(t.slots, _pack(k0, k1), _pack(k2, k3), key_hash(k0, k1, k2, k3, _SEED))
-    return s if t.slots[s, KEY01] >= 0 else -1
+    s = _probe(slots, tags, _pack(k0, k1), _pack(k2, k3), key_hash(k0, k1, k2, k3, _SEED))
+    return s if tags[s] else -1
 
 
 @njit(cache=True)
 def _grow_slots(t):
     old = t.slots
     rows = np.zeros((2 * old.shape[0], ROW), dtype=np.int64)
-    rows[:, KEY01] = -1
+    tags = np.zeros(2 * old.shape[0], dtype=np.uint8)
     for s in range(old.shape[0]):
-        if old[s, KEY01] >= 0:
+        if t.tags[s]:
             k0, k1, k2, k3 = unpack_key(old, s)
-            rows[_probe(rows, old[s, KEY01], old[s, KEY23], key_hash(k0, k1, k2, k3, _SEED))] = old[s]
-    return Table(rows, t.tok, t.cnt, t.meta)
+            h = key_hash(k0, k1, k2, k3, _SEED)
+            d = _probe(rows, tags, old[s, KEY01], old[s, KEY23], h)
+            rows[d] = old[s]
+            tags[d] = _tag(h)
+    return Table(rows, tags, t.tok, t.cnt, t.meta)
 
 
 @njit(cache=True)
@@ -115,7 +129,7 @@ def _grow_pool(t, need):
     cnt = np.zeros(size, dtype=np.int32)
     used = 0
     for s in range(t.slots.shape[0]):
-        if t.slots[s, KEY01] < 0:
+        if t.tags[s] == 0:
             continue
         a = t.slots[s, START]
         tok[used : used + t.slots[s, LENGTH]] = t.tok[a : a + t.slots[s, LENGTH]]
@@ -124,41 +138,39 @@ def _grow_pool(t, need):
         used += t.slots[s, CAPAC]
     t.meta[POOL_USED] = used
     t.meta[POOL_WASTE] = 0
-    return Table(t.slots, tok, cnt, t.meta)
+    return Table(t.slots, t.tags, tok, cnt, t.meta)
 
 
 @njit(cache=True, inline="always")
-def _merge_run(t, s, rtok, rcnt, lo, n):
+def _merge_run(slots, tok, cnt, meta, s, rtok, rcnt, lo, n):
     """Merge the sorted run rtok/rcnt[lo:lo+n] into the part of row s.
 
     The caller has made room: a part that must move needs at most
     max(2 * CAPAC, LENGTH + n) free pool entries.
     """
-    sl = t.slots
-    tok, cnt = t.tok, t.cnt
-    a, m = sl[s, START], sl[s, LENGTH]
-    mx = sl[s, MAXC]
+    a, m = slots[s, START], slots[s, LENGTH]
+    mx = slots[s, MAXC]
     new = 0
     for j in range(lo, lo + n):
-        sl[s, TOTAL] += rcnt[j]
+        slots[s, TOTAL] += rcnt[j]
         i = find(tok, a, m, rtok[j])
         if i >= 0:
             cnt[i] += rcnt[j]
-            mx = max(mx, cnt[i])
+            mx = max(mx, np.int64(cnt[i]))
         else:
             new += 1
     if new:
         need = m + new
-        if need > sl[s, CAPAC]:
-            room = max(2 * sl[s, CAPAC], need)
-            used = t.meta[POOL_USED]
+        if need > slots[s, CAPAC]:
+            room = max(2 * slots[s, CAPAC], need)
+            used = meta[POOL_USED]
             for i in range(m):
                 tok[used + i] = tok[a + i]
                 cnt[used + i] = cnt[a + i]
-            t.meta[POOL_WASTE] += sl[s, CAPAC]
-            t.meta[POOL_USED] = used + room
-            sl[s, START] = used
-            sl[s, CAPAC] = room
+            meta[POOL_WASTE] += slots[s, CAPAC]
+            meta[POOL_USED] = used + room
+            slots[s, START] = used
+            slots[s, CAPAC] = room
             a = used
         # From the back: each new token shifts the block above it once, so the
         # part is rewritten in place in O(m + n) moves.
@@ -181,31 +193,37 @@ def _merge_run(t, s, rtok, rcnt, lo, n):
             tok[w] = x
             cnt[w] = rcnt[j]
             mx = max(mx, np.int64(cnt[w]))
-        sl[s, LENGTH] = need
-        t.meta[N_ENTRIES] += new
-    sl[s, MAXC] = mx
+        slots[s, LENGTH] = need
+        meta[N_ENTRIES] += new
+    slots[s, MAXC] = mx
 
 
 @njit(cache=True, inline="always")
-def _try_add(t, k0, k1, k2, k3, rtok, rcnt, lo, n):
-    """Add a sorted run of followers to an n-gram: OK, or what must grow first."""
-    if (t.meta[N_NGRAMS] + 1) * 2 > t.slots.shape[0]:
+def _try_add(slots, tags, tok, cnt, meta, k0, k1, k2, k3, rtok, rcnt, lo, n):
+    """Add a sorted run of followers to an n-gram: OK, or what must grow first.
+
+    Takes the table's arrays rather than the Table: taking arrays out of a
+    tuple inside the hot loop costs more than the insert itself.
+    """
+    if (meta[N_NGRAMS] + 1) * 2 > slots.shape[0]:
         return NEED_SLOTS
     k01 = _pack(k0, k1)
     k23 = _pack(k2, k3)
-    s = _probe(t.slots, k01, k23, key_hash(k0, k1, k2, k3, _SEED))
-    sl = t.slots
-    fresh = sl[s, KEY01] < 0
-    m = 0 if fresh else sl[s, LENGTH]
-    c = 0 if fresh else sl[s, CAPAC]
-    if m + n > c and t.meta[POOL_USED] + max(2 * c, m + n) > t.tok.shape[0]:
+    h = key_hash(k0, k1, k2, k3, _SEED)
+    s = _probe(slots, tags, k01, k23, h)
+    fresh = tags[s] == 0
+    m = 0 if fresh else slots[s, LENGTH]
+    c = 0 if fresh else slots[s, CAPAC]
+    if m + n > c and meta[POOL_USED] + max(2 * c, m + n) > tok.shape[0]:
         return NEED_POOL
     if fresh:
-        sl[s, :] = 0
-        sl[s, KEY01] = k01
-        sl[s, KEY23] = k23
-        t.meta[N_NGRAMS] += 1
-    _merge_run(t, s, rtok, rcnt, lo, n)
+        tags[s] = _tag(h)
+        slots[s, KEY01] = k01
+        slots[s, KEY23] = k23
+        for col in range(START, ROW):
+            slots[s, col] = 0
+        meta[N_NGRAMS] += 1
+    _merge_run(slots, tok, cnt, meta, s, rtok, rcnt, lo, n)
     return OK
 
 
@@ -220,7 +238,7 @@ def _grow(t, status, n):
 def add_run(t, k0, k1, k2, k3, rtok, rcnt, lo, n):
     """Add the sorted run rtok/rcnt[lo:lo+n] to n-gram (k0..k3); returns the table."""
     while True:
-        status = _try_add(t, k0, k1, k2, k3, rtok, rcnt, lo, n)
+        status = _try_add(t.slots, t.tags, t.tok, t.cnt, t.meta, k0, k1, k2, k3, rtok, rcnt, lo, n)
         if status == OK:
             return t
         t = _grow(t, status, n)
@@ -241,20 +259,29 @@ def update(t, seq, length, nnew, nmin, nmax):
     """llama.cpp's common_ngram_cache_update over seq[:length]; returns the table.
 
     Sizes are the outer loop, as upstream: the order changes no count, but it
-    fixes the layout, which keeps the table's contents reproducible.
+    fixes the layout, which keeps the table's contents reproducible. This is
+    replay's hot loop, so the arrays are taken out of the table once and again
+    only after the table grew.
     """
+    slots, tags, tok, cnt, meta = t
     for size in range(nmin, nmax + 1):
         for i in range(max(length - nnew, size), length):
             k0, k1, k2, k3 = ngram_at(seq, i, size)
-            t = add_run(t, k0, k1, k2, k3, seq[i : i + 1], _ONE, 0, 1)
-    return t
+            while True:
+                status = _try_add(
+                    slots, tags, tok, cnt, meta, k0, k1, k2, k3, seq[i : i + 1], _ONE, 0, 1
+                )
+                if status == OK:
+                    break
+                slots, tags, tok, cnt, meta = _grow(Table(slots, tags, tok, cnt, meta), status, 1)
+    return Table(slots, tags, tok, cnt, meta)
 
 
 @njit(cache=True)
 def merge(t, src):
     """Add every (n-gram, token, count) of src into t; returns t."""
     for s in range(src.slots.shape[0]):
-        if src.slots[s, KEY01] < 0:
+        if src.tags[s] == 0:
             continue
         k0, k1, k2, k3 = unpack_key(src.slots, s)
         t = add_run(
@@ -277,7 +304,7 @@ def load_sorted(t, keys, offsets, tok, cnt):
 
 @njit(cache=True)
 def clear(t):
-    t.slots[:, KEY01] = -1
+    t.tags[:] = 0
     t.meta[:] = 0
 
 
@@ -288,7 +315,7 @@ def export(t):
     keys = np.empty((t.meta[N_NGRAMS], 4), dtype=np.int32)
     j = 0
     for s in range(t.slots.shape[0]):
-        if t.slots[s, KEY01] >= 0:
+        if t.tags[s]:
             rows[j] = s
             keys[j, 0], keys[j, 1], keys[j, 2], keys[j, 3] = unpack_key(t.slots, s)
             j += 1
@@ -320,10 +347,11 @@ def check(t):
     entries = 0
     for s in range(t.slots.shape[0]):
         row = t.slots[s]
-        if row[KEY01] < 0:
+        if t.tags[s] == 0:
             continue
         k0, k1, k2, k3 = unpack_key(t.slots, s)
-        if _probe(t.slots, row[KEY01], row[KEY23], key_hash(k0, k1, k2, k3, _SEED)) != s:
+        h = key_hash(k0, k1, k2, k3, _SEED)
+        if k0 < 0 or t.tags[s] != _tag(h) or _probe(t.slots, t.tags, row[KEY01], row[KEY23], h) != s:
             return s
         a, m = row[START], row[LENGTH]
         if m < 1 or m > row[CAPAC] or a < 0 or a + row[CAPAC] > t.meta[POOL_USED]:
