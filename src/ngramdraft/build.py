@@ -16,6 +16,8 @@ Memory: one pass holds its triples (8 bytes each, sorted in place) plus their
 counts; the constmap needs about 60 bytes per distinct 2-gram at the end.
 """
 
+import contextlib
+import itertools
 import json
 import tempfile
 from pathlib import Path
@@ -41,24 +43,35 @@ _FUSE_TRIES = 64
 
 
 class TokenSource:
-    """Raw triples of one token sequence (an int32 array or a TokenFile)."""
+    """Raw triples of one token sequence (an int32 array or a TokenFile).
 
-    def __init__(self, tokens, chunk=CHUNK):
+    ``starts`` (sorted positions where documents begin) keeps documents apart:
+    no triple spans a start. Without it the sequence is one joined text.
+    """
+
+    def __init__(self, tokens, chunk=CHUNK, starts=None):
         self.tokens = tokens
         self.chunk = chunk
+        self.starts = (
+            np.zeros(0, dtype=np.int64) if starts is None else np.asarray(starts, np.int64)
+        )
         self.n_tokens = len(tokens)
         self.max_token = -1
         self.histogram = np.zeros(0, dtype=np.int64)
 
     def _chunks(self):
+        """(position of the chunk's first token, chunk); chunks overlap by two tokens."""
         if isinstance(self.tokens, TokenFile):
-            yield from self.tokens.chunks(self.chunk, overlap=2)
+            for i, chunk in enumerate(self.tokens.chunks(self.chunk, overlap=2)):
+                yield max(0, i * self.chunk - 2), chunk
             return
         for start in range(0, len(self.tokens), self.chunk):
-            yield self.tokens[max(0, start - 2) : start + self.chunk]
+            yield max(0, start - 2), self.tokens[max(0, start - 2) : start + self.chunk]
 
     def scan(self, progress):
-        for chunk in self._chunks():
+        # Triples spanning a document start are counted here too: the
+        # histogram only sizes the passes, an upper bound is enough.
+        for _, chunk in self._chunks():
             if len(chunk):
                 self.max_token = max(self.max_token, int(chunk.max()))
                 self.histogram = _add_counts(self.histogram, np.bincount(chunk[:-2]))
@@ -67,9 +80,9 @@ class TokenSource:
     def triples(self, lo, hi, bits):
         out = np.empty(int(self.histogram[lo:hi].sum()), dtype=np.uint64)
         pos = 0
-        for chunk in self._chunks():
-            pos = K.pack_tokens(chunk, lo, hi, bits, out, pos)
-        return out, None
+        for base, chunk in self._chunks():
+            pos = K.pack_tokens(chunk, base, lo, hi, bits, out, pos, self.starts)
+        return out[:pos], None
 
 
 class SpanSource:
@@ -91,8 +104,10 @@ class SpanSource:
         first = np.asarray(keys[self.index, 0])
         sizes = np.asarray(offsets[self.index + 1] - offsets[self.index])
         self.first = first
-        self.histogram = np.bincount(first, weights=sizes).astype(np.int64) if len(first) else (
-            np.zeros(0, dtype=np.int64)
+        self.histogram = (
+            np.bincount(first, weights=sizes).astype(np.int64)
+            if len(first)
+            else (np.zeros(0, dtype=np.int64))
         )
         self.max_token = max(
             int(keys[self.index].max()) if len(self.index) else -1,
@@ -186,49 +201,67 @@ def build_static(sources, path, *, memory_limit=None, meta=None, quiet=True):
         histogram = _add_counts(histogram, s.histogram)
     bounds = plan_ranges(histogram, pass_budget(memory_limit))
 
-    with tempfile.TemporaryDirectory(prefix=f".{path.name}.", dir=path.parent or ".") as tmp:
-        spool = {name: open(Path(tmp) / name, "w+b") for name in ("keys", "offsets", "stats", "tokens", "counts")}
-        try:
-            n_keys = n_entries = 0
-            with Progress("counting", int(histogram.sum()), " triples", quiet=quiet) as p:
-                for lo, hi in zip(bounds, bounds[1:], strict=False):
-                    parts = [s.triples(lo, hi, bits) for s in sources]
-                    packed, counts = _count_pass(parts)
-                    k, keys, starts, tok, cnt = K.group(packed, counts, bits, n_entries)
-                    if k < 0:
-                        raise InvalidParameterError(
-                            f"a 2-gram follower occurs {int(counts[-k - 1])} times, more than an "
-                            "int32 count holds"
-                        )
-                    stats = K.span_stats(starts - n_entries, tok, cnt)
-                    for name, arr in (("keys", keys), ("offsets", starts[:-1]), ("stats", stats),
-                                      ("tokens", tok), ("counts", cnt)):
-                        arr.tofile(spool[name])
-                    n_keys += k
-                    n_entries += len(tok)
-                    p.update(int(histogram[lo:hi].sum()))
-            np.array([n_entries], dtype=np.int64).tofile(spool["offsets"])
-            for f in spool.values():
-                f.flush()
-            keys = np.fromfile(Path(tmp) / "keys", dtype=np.int32).reshape(-1, 2)
-            with Progress("constmap", None, "", quiet=quiet):
-                seed, seglen, segs, fuse = make_constmap(keys)
-            del keys
-            header = Header(
-                kind=KIND_STATIC, n_keys=n_keys, n_entries=n_entries, fuse_seed=seed,
-                fuse_segment_length=seglen, fuse_segment_count=segs, max_token=max_token,
-                n_source_tokens=sum(s.n_tokens for s in sources),
-            )
-            meta = {"created_by": f"ngramdraft {__version__}", **(meta or {})}
-            for f in spool.values():
-                f.seek(0)
-            with Progress("writing", None, "", quiet=quiet):
-                write_file(path, header, {"meta": json.dumps(meta, sort_keys=True).encode(),
-                                          "fuse": fuse, **spool})
-        finally:
-            for f in spool.values():
-                f.close()
+    with (
+        tempfile.TemporaryDirectory(prefix=f".{path.name}.", dir=path.parent) as tmp,
+        contextlib.ExitStack() as stack,
+    ):
+        spool = {name: stack.enter_context(open(Path(tmp) / name, "w+b")) for name in _SPOOLED}
+        n_keys, n_entries = _count(sources, bounds, bits, histogram, spool, quiet)
+        keys = np.fromfile(Path(tmp) / "keys", dtype=np.int32).reshape(-1, 2)
+        with Progress("constmap", quiet=quiet):
+            seed, seglen, segs, fuse = make_constmap(keys)
+        del keys
+        header = Header(
+            kind=KIND_STATIC,
+            n_keys=n_keys,
+            n_entries=n_entries,
+            fuse_seed=seed,
+            fuse_segment_length=seglen,
+            fuse_segment_count=segs,
+            max_token=max_token,
+            n_source_tokens=sum(s.n_tokens for s in sources),
+        )
+        meta = {"created_by": f"ngramdraft {__version__}", **(meta or {})}
+        for f in spool.values():
+            f.seek(0)
+        with Progress("writing", quiet=quiet):
+            sections = {"meta": json.dumps(meta, sort_keys=True).encode(), "fuse": fuse}
+            write_file(path, header, {**sections, **spool})
     return header
+
+
+_SPOOLED = ("keys", "offsets", "stats", "tokens", "counts")
+
+
+def _count(sources, bounds, bits, histogram, spool, quiet):
+    """Run the passes, appending each one's sections to the spool files."""
+    n_keys = n_entries = 0
+    with Progress("counting", int(histogram.sum()), " triples", quiet=quiet) as progress:
+        for lo, hi in itertools.pairwise(bounds):
+            packed, counts = _count_pass([s.triples(lo, hi, bits) for s in sources])
+            k, keys, starts, tok, cnt = K.group(packed, counts, bits, n_entries)
+            if k < 0:
+                raise InvalidParameterError(
+                    f"a 2-gram follower occurs {int(counts[-k - 1])} times, "
+                    "more than an int32 count holds"
+                )
+            stats = K.span_stats(starts - n_entries, tok, cnt)
+            parts = {
+                "keys": keys,
+                "offsets": starts[:-1],
+                "stats": stats,
+                "tokens": tok,
+                "counts": cnt,
+            }
+            for name in _SPOOLED:
+                parts[name].tofile(spool[name])
+            n_keys += k
+            n_entries += len(tok)
+            progress.update(int(histogram[lo:hi].sum()))
+    np.array([n_entries], dtype=np.int64).tofile(spool["offsets"])
+    for f in spool.values():
+        f.flush()
+    return n_keys, n_entries
 
 
 def make_constmap(keys):

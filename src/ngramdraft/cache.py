@@ -67,7 +67,9 @@ class Cache(abc.ABC):
             raise InvalidParameterError(f"format must be one of {FORMATS}, got {format!r}")
 
     def __repr__(self):
-        return f"<{type(self).__name__} role={self.role} ngrams={len(self)} entries={self.n_entries}>"
+        return (
+            f"<{type(self).__name__} role={self.role} ngrams={len(self)} entries={self.n_entries}>"
+        )
 
 
 def file_format(path):
@@ -161,13 +163,24 @@ class NgramCache(Cache):
         keys, offsets, tokens, counts = self.arrays()
         seed, seglen, segs, fuse = make_constmap(keys)
         header = Header(
-            kind=KIND_DYNAMIC, n_keys=len(keys), n_entries=len(tokens), fuse_seed=seed,
-            fuse_segment_length=seglen, fuse_segment_count=segs,
-            max_token=int(max(keys.max(initial=-1), tokens.max(initial=-1))), n_source_tokens=0,
+            kind=KIND_DYNAMIC,
+            n_keys=len(keys),
+            n_entries=len(tokens),
+            fuse_seed=seed,
+            fuse_segment_length=seglen,
+            fuse_segment_count=segs,
+            max_token=int(max(keys.max(initial=-1), tokens.max(initial=-1))),
+            n_source_tokens=0,
         )
-        sections = {"meta": b"{}", "keys": keys, "offsets": offsets,
-                    "stats": span_stats(offsets, tokens, counts), "tokens": tokens,
-                    "counts": counts, "fuse": fuse}
+        sections = {
+            "meta": b"{}",
+            "keys": keys,
+            "offsets": offsets,
+            "stats": span_stats(offsets, tokens, counts),
+            "tokens": tokens,
+            "counts": counts,
+            "fuse": fuse,
+        }
         write_file(path, header, sections)
 
     def _check(self):

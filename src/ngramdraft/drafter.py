@@ -70,12 +70,19 @@ class Drafter:
         """Up to n_draft tokens (int32) the model is likely to produce next."""
         self._require_started()
         d = draft(
-            self._seq, self._n, self.n_draft, self.ngram_min, self.ngram_max,
-            self.context._t, self.dynamic._t, self._frozen, self._buf,
+            self._seq,
+            self._n,
+            self.n_draft,
+            self.ngram_min,
+            self.ngram_max,
+            self.context._t,
+            self.dynamic._t,
+            self._frozen,
+            self._buf,
         )
         if d == CORRUPT:
             raise CorruptFileError(
-                f"{self.static.path}: the static cache is damaged (run `ngramdraft inspect --verify`)"
+                f"{self.static.path}: static cache damaged (see `ngramdraft inspect --verify`)"
             )
         tail = min(self._n, NGRAM_MAX)
         return self._buf[tail : tail + d].copy()

@@ -20,6 +20,7 @@ Reading parses and checks only the header (one page): opening costs the same
 at any size. ``verify_sections`` reads everything and checks the checksums.
 """
 
+import itertools
 import json
 import mmap
 import os
@@ -88,9 +89,21 @@ class Header:
 
     def pack(self):
         fixed = _FIXED.pack(
-            MAGIC, self.version, BYTE_ORDER_MARK, HEADER_SIZE, self.kind, self.key_width, 0,
-            self.n_keys, self.n_entries, self.fuse_seed, self.fuse_segment_length,
-            self.fuse_segment_count, self.max_token, self.n_source_tokens, 0,
+            MAGIC,
+            self.version,
+            BYTE_ORDER_MARK,
+            HEADER_SIZE,
+            self.kind,
+            self.key_width,
+            0,
+            self.n_keys,
+            self.n_entries,
+            self.fuse_seed,
+            self.fuse_segment_length,
+            self.fuse_segment_count,
+            self.max_token,
+            self.n_source_tokens,
+            0,
         )
         table = b"".join(_SECTION.pack(*self.sections[name], 0) for name in SECTIONS)
         body = fixed + table
@@ -106,16 +119,28 @@ def parse_header(raw, file_size, path):
     """Header of a file whose first bytes are ``raw``; checks every size and offset."""
     if file_size < HEADER_SIZE:
         if raw[: len(MAGIC)] == MAGIC[: len(raw)] and file_size > 0:
-            _fail(TruncatedFileError, path, f"file is {file_size} bytes, the header alone is {HEADER_SIZE}")
+            _fail(
+                TruncatedFileError,
+                path,
+                f"file is {file_size} bytes, the header alone is {HEADER_SIZE}",
+            )
         _fail(WrongFileKindError, path, _foreign_message(file_size))
     fields = _FIXED.unpack_from(raw, 0)
     magic, version, bom, header_size, kind, width = fields[:6]
     if magic != MAGIC:
         _fail(WrongFileKindError, path, _foreign_message(file_size))
     if bom != BYTE_ORDER_MARK:
-        _fail(CorruptFileError, path, f"byte-order mark is {bom:#010x}, expected {BYTE_ORDER_MARK:#010x}")
+        _fail(
+            CorruptFileError,
+            path,
+            f"byte-order mark is {bom:#010x}, expected {BYTE_ORDER_MARK:#010x}",
+        )
     if version != VERSION:
-        _fail(UnsupportedVersionError, path, f"format version {version}; this ngramdraft reads version {VERSION}")
+        _fail(
+            UnsupportedVersionError,
+            path,
+            f"format version {version}; this ngramdraft reads version {VERSION}",
+        )
     (stored,) = struct.unpack_from("<Q", raw, _CHECKSUM_AT)
     if xxhash.xxh3_64_intdigest(bytes(raw[:_CHECKSUM_AT])) != stored:
         _fail(ChecksumError, path, "header checksum mismatch (the header is damaged)")
@@ -126,7 +151,9 @@ def parse_header(raw, file_size, path):
     if width != KEY_WIDTH[kind]:
         _fail(CorruptFileError, path, f"key width {width} for a {KIND_NAMES[kind]} cache")
     n_keys, n_entries, seed, seglen, segs, max_token, n_source = fields[7:14]
-    header = Header(kind, n_keys, n_entries, seed, seglen, segs, max_token, n_source, version=version)
+    header = Header(
+        kind, n_keys, n_entries, seed, seglen, segs, max_token, n_source, version=version
+    )
     for i, name in enumerate(SECTIONS):
         offset, size, digest, _ = _SECTION.unpack_from(raw, _FIXED.size + i * _SECTION.size)
         header.sections[name] = (offset, size, digest)
@@ -151,7 +178,11 @@ def _check_geometry(h, file_size, path):
     if h.n_keys:
         seglen, segs = h.fuse_segment_length, h.fuse_segment_count
         if seglen < 1 or seglen & (seglen - 1) or seglen > MAX_SEGMENT:
-            _fail(CorruptFileError, path, f"fuse segment length {seglen} is not a power of two <= {MAX_SEGMENT}")
+            _fail(
+                CorruptFileError,
+                path,
+                f"fuse segment length {seglen} is not a power of two <= {MAX_SEGMENT}",
+            )
         if segs < 1 or segs * seglen >= 2**32:
             _fail(CorruptFileError, path, f"fuse segment count {segs} is out of range")
     expected = h.expected_sizes()
@@ -162,14 +193,26 @@ def _check_geometry(h, file_size, path):
             if size > MAX_META:
                 _fail(CorruptFileError, path, f"meta section of {size} bytes (limit {MAX_META})")
         elif size != expected[name]:
-            _fail(CorruptFileError, path, f"{name} section is {size} bytes, the header's counts say {expected[name]}")
+            _fail(
+                CorruptFileError,
+                path,
+                f"{name} section is {size} bytes, the header's counts say {expected[name]}",
+            )
         if offset % ALIGN or offset < HEADER_SIZE:
-            _fail(CorruptFileError, path, f"{name} section offset {offset} is not a {ALIGN}-byte aligned offset past the header")
+            _fail(
+                CorruptFileError,
+                path,
+                f"{name} section offset {offset} is not {ALIGN}-byte aligned past the header",
+            )
         if offset + size > file_size:
-            _fail(TruncatedFileError, path, f"{name} section ends at byte {offset + size}, the file has {file_size}")
+            _fail(
+                TruncatedFileError,
+                path,
+                f"{name} section ends at byte {offset + size}, the file has {file_size}",
+            )
         spans.append((offset, offset + size, name))
     spans.sort()
-    for (_, end, a), (start, _, b) in zip(spans, spans[1:], strict=False):
+    for (_, end, a), (start, _, b) in itertools.pairwise(spans):
         if start < end:
             _fail(CorruptFileError, path, f"sections {a} and {b} overlap")
 

@@ -34,7 +34,9 @@ def read(path):
     if status != L.OK:
         where = f"at byte {4 * word}"
         if status == L.TRUNCATED:
-            raise TruncatedFileError(f"{path}: record {len(starts)} {where} runs past the end of the file")
+            raise TruncatedFileError(
+                f"{path}: record {len(starts)} {where} runs past the end of the file"
+            )
         cls = WrongFileKindError if len(starts) == 0 else CorruptFileError
         kind = "not a llama.cpp lookup cache: " if len(starts) == 0 else ""
         raise cls(f"{path}: {kind}record {len(starts)} {where}: {_PROBLEMS[status]}")

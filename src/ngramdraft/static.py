@@ -11,7 +11,12 @@ from . import llamacpp
 from .atomic import atomic_output
 from .build import SpanSource, TokenSource, build_static, make_constmap
 from .cache import Cache, file_format
-from .errors import CorruptFileError, InvalidParameterError, TokenizerMismatchError, WrongFileKindError
+from .errors import (
+    CorruptFileError,
+    InvalidParameterError,
+    TokenizerMismatchError,
+    WrongFileKindError,
+)
 from .fileformat import (
     KIND_NAMES,
     KIND_STATIC,
@@ -46,8 +51,12 @@ class StaticCache(Cache):
             return section_array(mm, header, name, dtype, shape)
 
         params = np.array(
-            [header.fuse_seed, header.fuse_segment_length,
-             header.fuse_segment_length * header.fuse_segment_count], dtype=np.uint64,
+            [
+                header.fuse_seed,
+                header.fuse_segment_length,
+                header.fuse_segment_length * header.fuse_segment_count,
+            ],
+            dtype=np.uint64,
         )
         params.flags.writeable = False
         self._frozen = Frozen(
@@ -119,11 +128,15 @@ class StaticCache(Cache):
         caches = [as_static(c, verify=True) for c in caches]
         names = {c.tokenizer_name for c in caches} - {None}
         if len(names) > 1:
-            raise TokenizerMismatchError(f"cannot merge caches of different tokenizers: {sorted(names)}")
+            raise TokenizerMismatchError(
+                f"cannot merge caches of different tokenizers: {sorted(names)}"
+            )
         meta = {"merged_from": [c.path.name for c in caches]}
         if names:
             meta["tokenizer"] = caches[0].meta["tokenizer"]
-        sources = [SpanSource(*c.arrays(), n_source_tokens=c.header.n_source_tokens) for c in caches]
+        sources = [
+            SpanSource(*c.arrays(), n_source_tokens=c.header.n_source_tokens) for c in caches
+        ]
         return cls._from_sources(sources, path, memory_limit=memory_limit, meta=meta, quiet=quiet)
 
     @classmethod
@@ -169,9 +182,14 @@ class StaticCache(Cache):
 
     # -- integrity -------------------------------------------------------------
 
-    def verify(self):
-        """Check every section checksum (reads the whole file); raises ChecksumError."""
+    def verify(self, deep=False):
+        """Check every section checksum (reads the whole file); raises ChecksumError.
+
+        ``deep`` also checks every structural invariant (see :meth:`_check`).
+        """
         verify_sections(self._mm, self.header, self.path)
+        if deep:
+            self._check()
 
     def _check(self):
         """Verify every invariant of the file's contents; raises CorruptFileError."""
@@ -185,14 +203,17 @@ class StaticCache(Cache):
             raise CorruptFileError(f"{self.path}: per-2-gram statistics disagree with the counts")
         expected = make_constmap(f.keys)
         if len(self) and (expected[0], expected[1]) != (
-            self.header.fuse_seed, self.header.fuse_segment_length
+            self.header.fuse_seed,
+            self.header.fuse_segment_length,
         ):
             raise CorruptFileError(f"{self.path}: constmap parameters are not the canonical ones")
         if len(self) and not np.array_equal(expected[3], f.fuse):
             raise CorruptFileError(f"{self.path}: constmap does not map every key to its index")
         top = max(int(f.keys.max(initial=-1)), int(f.tokens.max(initial=-1)))
         if top != self.header.max_token:
-            raise CorruptFileError(f"{self.path}: max_token is {self.header.max_token}, data has {top}")
+            raise CorruptFileError(
+                f"{self.path}: max_token is {self.header.max_token}, data has {top}"
+            )
 
     # -- metadata ----------------------------------------------------------
 
@@ -233,8 +254,10 @@ class StaticCache(Cache):
             "bytes_per_2gram": size / h.n_keys if size and h.n_keys else None,
             "max_token": h.max_token,
             "n_source_tokens": h.n_source_tokens,
-            "sections": {name: {"offset": o, "bytes": s, "xxh3_64": f"{d:016x}"}
-                         for name, (o, s, d) in h.sections.items()},
+            "sections": {
+                name: {"offset": o, "bytes": s, "xxh3_64": f"{d:016x}"}
+                for name, (o, s, d) in h.sections.items()
+            },
             "meta": self.meta,
         }
 

@@ -69,6 +69,7 @@ def check_cache_arrays(keys, offsets, tokens, counts, where):
     keys made of token ids then -1 padding, followers strictly ascending
     within each span, ids >= 0 and counts >= 1.
     """
+
     def fail(problem):
         raise CorruptFileError(f"{where}: {problem}")
 

@@ -26,10 +26,10 @@ def fuse_shape(n_keys, slack=0.0):
     widens the array after repeated failed constructions (tiny key sets).
     """
     size = max(n_keys, 2)
-    seg = 1 << int(math.floor(math.log(size) / math.log(3.33) + 2.25))
+    seg = 1 << math.floor(math.log(size) / math.log(3.33) + 2.25)
     seg = min(seg, _MAX_SEGMENT)
     factor = max(1.125, 0.875 + 0.25 * math.log(1e6) / math.log(size)) + slack
-    capacity = int(round(size * factor))
+    capacity = round(size * factor)
     count = max(1, -(-capacity // seg) - 2)
     return seg, count
 

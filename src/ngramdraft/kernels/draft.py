@@ -44,8 +44,23 @@ def wrap32(x):
 
 
 @njit(cache=True, inline="always")
-def try_primary(slots, tags, tok, cnt, seq, end, true_len, nmin, nmax, min_sample, min_percent,
-                stok, scnt, slo, sn):
+def try_primary(
+    slots,
+    tags,
+    tok,
+    cnt,
+    seq,
+    end,
+    true_len,
+    nmin,
+    nmax,
+    min_sample,
+    min_percent,
+    stok,
+    scnt,
+    slo,
+    sn,
+):
     """The token a context/dynamic table proposes after seq[:end], or -1.
 
     stok/scnt[slo:slo+sn] is the static part S of the last 2-gram.
@@ -127,11 +142,41 @@ def draft(seq, n_seq, n_draft, nmin, nmax, ctx, dyn, stat, buf):
             if sn == CORRUPT:
                 return CORRUPT
         true_len = n_seq + d
-        tok = try_primary(c_slots, c_tags, c_tok, c_cnt, buf, end, true_len, nmin, nmax,
-                          LAX_MIN_SAMPLE, LAX_MIN_PERCENT, stok, scnt, slo, sn)
+        tok = try_primary(
+            c_slots,
+            c_tags,
+            c_tok,
+            c_cnt,
+            buf,
+            end,
+            true_len,
+            nmin,
+            nmax,
+            LAX_MIN_SAMPLE,
+            LAX_MIN_PERCENT,
+            stok,
+            scnt,
+            slo,
+            sn,
+        )
         if tok < 0:
-            tok = try_primary(d_slots, d_tags, d_tok, d_cnt, buf, end, true_len, nmin, nmax,
-                              STRICT_MIN_SAMPLE, STRICT_MIN_PERCENT, stok, scnt, slo, sn)
+            tok = try_primary(
+                d_slots,
+                d_tags,
+                d_tok,
+                d_cnt,
+                buf,
+                end,
+                true_len,
+                nmin,
+                nmax,
+                STRICT_MIN_SAMPLE,
+                STRICT_MIN_PERCENT,
+                stok,
+                scnt,
+                slo,
+                sn,
+            )
         if tok < 0:
             tok = try_static(stats, key)
         if tok < 0:

@@ -58,4 +58,3 @@ def replay_chunk(chunk, chunk_start, n_draft, ctx, dyn, stat, out, buf, dump, co
 def dump_capacity(n_ctx, n_draft):
     """Upper bound of the int32 words replay_chunk writes to dump for one chunk."""
     return n_ctx * (3 + n_draft)
-

@@ -75,9 +75,7 @@ def _pack(a, b):
 def unpack_key(slots, s):
     k01 = slots[s, KEY01]
     k23 = slots[s, KEY23]
-    return (
-        np.int32(k01 >> 32), np.int32(k01 & _LOW), np.int32(k23 >> 32), np.int32(k23 & _LOW)
-    )
+    return (np.int32(k01 >> 32), np.int32(k01 & _LOW), np.int32(k23 >> 32), np.int32(k23 & _LOW))
 
 
 @njit(cache=True, inline="always")
@@ -284,9 +282,7 @@ def merge(t, src):
         if src.tags[s] == 0:
             continue
         k0, k1, k2, k3 = unpack_key(src.slots, s)
-        t = add_run(
-            t, k0, k1, k2, k3, src.tok, src.cnt, src.slots[s, START], src.slots[s, LENGTH]
-        )
+        t = add_run(t, k0, k1, k2, k3, src.tok, src.cnt, src.slots[s, START], src.slots[s, LENGTH])
     return t
 
 
@@ -351,7 +347,11 @@ def check(t):
             continue
         k0, k1, k2, k3 = unpack_key(t.slots, s)
         h = key_hash(k0, k1, k2, k3, _SEED)
-        if k0 < 0 or t.tags[s] != _tag(h) or _probe(t.slots, t.tags, row[KEY01], row[KEY23], h) != s:
+        if (
+            k0 < 0
+            or t.tags[s] != _tag(h)
+            or _probe(t.slots, t.tags, row[KEY01], row[KEY23], h) != s
+        ):
             return s
         a, m = row[START], row[LENGTH]
         if m < 1 or m > row[CAPAC] or a < 0 or a + row[CAPAC] > t.meta[POOL_USED]:

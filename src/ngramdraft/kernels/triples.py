@@ -13,16 +13,23 @@ INT32_MAX = 2**31 - 1
 
 
 @njit(cache=True, nogil=True)
-def pack_tokens(tokens, a_lo, a_hi, bits, out, pos):
+def pack_tokens(tokens, base, a_lo, a_hi, bits, out, pos, starts):
     """Append the packed triples of a token run whose first token is in [a_lo, a_hi).
 
-    Returns the new fill position of out.
+    tokens[0] sits at position ``base`` of the whole sequence; a triple whose
+    three tokens do not all follow the same document start (``starts``,
+    sorted, may be empty) is skipped. Returns the new fill position of out.
     """
     sh1 = np.uint64(bits)
     sh2 = np.uint64(2 * bits)
+    nxt = np.searchsorted(starts, base + 2, side="right")  # first start after the first follower
+    doc = starts[nxt - 1] if nxt > 0 else np.int64(0)
     for i in range(2, tokens.shape[0]):
+        while nxt < starts.shape[0] and starts[nxt] <= base + i:
+            doc = starts[nxt]
+            nxt += 1
         a = tokens[i - 2]
-        if a_lo <= a < a_hi:
+        if a_lo <= a < a_hi and base + i - 2 >= doc:
             out[pos] = (
                 (np.uint64(a) << sh2) | (np.uint64(tokens[i - 1]) << sh1) | np.uint64(tokens[i])
             )

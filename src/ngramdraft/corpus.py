@@ -1,0 +1,321 @@
+"""Corpus sources and their tokenization into token files.
+
+A source yields batches of texts, one text per *document* (a dataset row, a
+text file), and has an ``identity`` (what it is, for caching). Three kinds:
+
+* :class:`DatasetSource`: Hugging Face ``datasets.load_dataset``, either a hub
+  dataset (``Salesforce/wikitext``, config ``wikitext-103-raw-v1``) or local
+  files through the same packaged builders (``text``, ``json``, ``parquet``,
+  ``csv``), so the offline path is the online path's code;
+* :class:`TextFileSource`: plain UTF-8 text files, one document each;
+* pre-tokenized int32/.npy files, which need no source at all.
+
+Tokenizing streams a source through a tokenizer into a token file (and, for
+separate documents, the positions where documents start), stored in a cache
+directory under a key made of the source's and the tokenizer's identities:
+a second build (another memory limit, documents joined or apart) skips
+tokenizing. Documents are split at blank lines into pieces for the batch
+encoder, each piece keeping its blank line, as the shared parity data was
+tokenized; the ids of all pieces are concatenated.
+"""
+
+import json
+import os
+import socket
+import time
+from pathlib import Path
+from urllib.parse import urlparse
+
+import numpy as np
+import xxhash
+
+from ._version import __version__
+from .atomic import atomic_output
+from .build import TokenSource, build_static
+from .errors import CorpusError, InvalidParameterError
+from .progress import Progress
+from .tokenfile import RAW_SUFFIXES, TokenFile
+from .tokenizer import identity, load_tokenizer
+
+BUILDERS = {
+    ".txt": "text",
+    ".text": "text",
+    ".json": "json",
+    ".jsonl": "json",
+    ".parquet": "parquet",
+    ".csv": "csv",
+}
+HUB_TIMEOUT = 3.0
+BATCH_CHARS = 8 << 20
+
+
+def add_corpus_arguments(p):
+    g = p.add_argument_group("corpus (text is tokenized; token files are used as they are)")
+    g.add_argument(
+        "--dataset", metavar="NAME", help="Hugging Face dataset, e.g. Salesforce/wikitext"
+    )
+    g.add_argument("--config", metavar="NAME", help="dataset config, e.g. wikitext-103-raw-v1")
+    g.add_argument("--split", default="train", metavar="NAME")
+    g.add_argument(
+        "--data-files",
+        nargs="+",
+        metavar="FILE",
+        help="local text/jsonl/parquet/csv files, read by the same datasets builders",
+    )
+    g.add_argument("--text-column", default="text", metavar="NAME")
+    g.add_argument(
+        "--tokenizer",
+        metavar="NAME",
+        help="bundled encoding (llama3, qwen3, cl100k_base, o200k_base), "
+        "a tokenizer.json path, or a hub name",
+    )
+    g.add_argument(
+        "--separate-documents",
+        action="store_true",
+        help="no 2-gram crosses a document boundary (default: one joined sequence, "
+        "as llama-lookup-create)",
+    )
+    g.add_argument(
+        "--token-cache",
+        metavar="DIR",
+        help="where token arrays are kept for reuse (default $NGRAMDRAFT_CACHE "
+        "or ~/.cache/ngramdraft)",
+    )
+
+
+class DatasetSource:
+    """Texts of a ``datasets`` split: hub dataset or local ``data_files``."""
+
+    def __init__(
+        self, dataset=None, config=None, split="train", data_files=None, text_column="text"
+    ):
+        if (dataset is None) == (data_files is None):
+            raise InvalidParameterError("give either a dataset name or data files")
+        self.dataset, self.config, self.split = dataset, config, split
+        self.data_files = [str(Path(f)) for f in data_files] if data_files else None
+        self.text_column = text_column
+        if self.data_files:
+            missing = [f for f in self.data_files if not Path(f).is_file()]
+            if missing:
+                raise CorpusError(f"data files not found: {', '.join(missing)}")
+            kinds = {BUILDERS.get(Path(f).suffix.lower()) for f in self.data_files}
+            if None in kinds or len(kinds) != 1:
+                raise CorpusError(
+                    f"data files must all be one of {sorted(BUILDERS)}, got {self.data_files}"
+                )
+            self.builder = kinds.pop()
+
+    @property
+    def identity(self):
+        if self.data_files:
+            files = [
+                {
+                    "path": str(Path(f).resolve()),
+                    "bytes": Path(f).stat().st_size,
+                    "mtime_ns": Path(f).stat().st_mtime_ns,
+                }
+                for f in self.data_files
+            ]
+            return {"builder": self.builder, "files": files, "column": self.text_column}
+        return {
+            "dataset": self.dataset,
+            "config": self.config,
+            "split": self.split,
+            "column": self.text_column,
+        }
+
+    def load(self):
+        import datasets
+
+        kwargs = {"split": self.split}
+        if self.data_files:
+            # The text builder would split at every line; a file is one document.
+            extra = {"sample_by": "document"} if self.builder == "text" else {}
+            ds = datasets.load_dataset(self.builder, data_files=self.data_files, **kwargs, **extra)
+        else:
+            ds = _load_hub(datasets, self.dataset, self.config, kwargs)
+        if self.text_column not in ds.column_names:
+            raise CorpusError(
+                f"no column {self.text_column!r} (columns: {', '.join(ds.column_names)}); "
+                "choose one with --text-column"
+            )
+        return ds
+
+    def batches(self, progress):
+        ds = self.load()
+        progress.total = len(ds)
+        progress.unit = " docs"
+        for start in range(0, len(ds), 1024):
+            texts = ds[start : start + 1024][self.text_column]
+            progress.update(len(texts))
+            yield [t or "" for t in texts]
+
+
+def _load_hub(datasets, name, config, kwargs):
+    """load_dataset from the hub, failing within seconds when the hub is unreachable.
+
+    Offline, a dataset already in the local Hugging Face cache still loads.
+    """
+    if not _hub_reachable():
+        import huggingface_hub.constants
+
+        datasets.config.HF_HUB_OFFLINE = True
+        huggingface_hub.constants.HF_HUB_OFFLINE = True
+        try:
+            return datasets.load_dataset(name, config, **kwargs)
+        except Exception as e:  # datasets raises several kinds here
+            raise CorpusError(_offline_message(name, config)) from e
+    return datasets.load_dataset(name, config, **kwargs)
+
+
+def _hub_reachable():
+    """Whether a TCP connection to the hub endpoint opens within HUB_TIMEOUT seconds."""
+    if os.environ.get("HF_HUB_OFFLINE") == "1" or os.environ.get("HF_DATASETS_OFFLINE") == "1":
+        return False
+    endpoint = urlparse(os.environ.get("HF_ENDPOINT", "https://huggingface.co"))
+    port = endpoint.port or (443 if endpoint.scheme == "https" else 80)
+    try:
+        with socket.create_connection((endpoint.hostname, port), timeout=HUB_TIMEOUT):
+            return True
+    except OSError:
+        return False
+
+
+def _offline_message(name, config):
+    cfg = f" {config}" if config else ""
+    return (
+        f"the Hugging Face hub is unreachable and {name}{cfg} is not in the local datasets cache. "
+        f'On a machine with network, run `python -c "import datasets; '
+        f"datasets.load_dataset('{name}'{', ' + repr(config) if config else ''})\"` "
+        "and copy ~/.cache/huggingface, or export the split to files and pass them with "
+        "--data-files FILE... (text, jsonl, parquet or csv; --text-column names the column)"
+    )
+
+
+class TextFileSource:
+    """Plain UTF-8 text files, each one document."""
+
+    def __init__(self, paths):
+        self.paths = [Path(p) for p in paths]
+        missing = [str(p) for p in self.paths if not p.is_file()]
+        if missing:
+            raise CorpusError(f"text files not found: {', '.join(missing)}")
+
+    @property
+    def identity(self):
+        return {
+            "text_files": [
+                {
+                    "path": str(p.resolve()),
+                    "bytes": p.stat().st_size,
+                    "mtime_ns": p.stat().st_mtime_ns,
+                }
+                for p in self.paths
+            ]
+        }
+
+    def batches(self, progress):
+        progress.total = sum(p.stat().st_size for p in self.paths)
+        progress.unit = "B"
+        for p in self.paths:
+            try:
+                text = p.read_text(encoding="utf-8")
+            except UnicodeDecodeError as e:
+                raise CorpusError(f"{p}: not UTF-8 text ({e})") from e
+            progress.update(p.stat().st_size)
+            yield [text]
+
+
+def pieces(text):
+    """A document cut at blank lines, each piece keeping its blank line."""
+    parts = text.split("\n\n")
+    return [part + "\n\n" for part in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
+
+
+def cache_dir(explicit=None):
+    return Path(
+        explicit or os.environ.get("NGRAMDRAFT_CACHE") or Path.home() / ".cache" / "ngramdraft"
+    )
+
+
+def tokenize(source, tokenizer, directory, *, quiet=True):
+    """(TokenFile, document starts) for a source, tokenizing only if not cached."""
+    ident = {"source": source.identity, "tokenizer": identity(tokenizer)}
+    key = xxhash.xxh3_64_hexdigest(json.dumps(ident, sort_keys=True).encode())
+    directory.mkdir(parents=True, exist_ok=True)
+    tokens_path = directory / f"tokens-{key}.i32"
+    starts_path = directory / f"tokens-{key}.starts.npy"
+    if tokens_path.exists() and starts_path.exists():
+        if not quiet:
+            print(f"reusing tokens {tokens_path}")
+        return TokenFile(tokens_path), np.load(starts_path)
+    starts = []
+    n = 0
+    t0 = time.perf_counter()
+    with atomic_output(tokens_path) as out, Progress("tokenizing", quiet=quiet) as progress:
+        for texts in source.batches(progress):
+            for doc_batch in _piece_batches(texts):
+                docs, flat = zip(*doc_batch, strict=True)
+                ids, offsets = tokenizer.encode_batch(list(flat))
+                ids.astype("<i4").tofile(out)
+                piece_starts = n + offsets[:-1]
+                new_doc = np.array(docs, dtype=bool)
+                starts.extend(piece_starts[new_doc].tolist())
+                n += len(ids)
+    np.save(starts_path, np.asarray(starts, dtype=np.int64))
+    if not quiet:
+        print(f"tokenized {n} tokens in {time.perf_counter() - t0:.1f}s -> {tokens_path}")
+    return TokenFile(tokens_path), np.asarray(starts, dtype=np.int64)
+
+
+def _piece_batches(texts):
+    """Batches of (starts a document?, piece) of about BATCH_CHARS characters."""
+    batch, size = [], 0
+    for text in texts:
+        for j, piece in enumerate(pieces(text) or [""]):
+            batch.append((j == 0, piece))
+            size += len(piece)
+            if size >= BATCH_CHARS:
+                yield batch
+                batch, size = [], 0
+    if batch:
+        yield batch
+
+
+def build_from_args(args):
+    """The build-static command: inputs or a dataset -> token file(s) -> static cache."""
+    token_inputs = [p for p in args.inputs if Path(p).suffix in (*RAW_SUFFIXES, ".npy")]
+    text_inputs = [p for p in args.inputs if p not in token_inputs]
+    kinds = sum(bool(x) for x in (token_inputs, text_inputs, args.dataset, args.data_files))
+    if kinds != 1:
+        raise InvalidParameterError(
+            "give exactly one corpus: token files, text files, --dataset or --data-files"
+        )
+    meta = {"documents": "separate" if args.separate_documents else "joined"}
+    if token_inputs:
+        if args.separate_documents:
+            raise InvalidParameterError(
+                "--separate-documents needs text: token files carry no documents"
+            )
+        sources = [TokenSource(TokenFile(p)) for p in token_inputs]
+        meta["corpus"] = {"token_files": [Path(p).name for p in token_inputs]}
+        if args.tokenizer:
+            meta["tokenizer"] = identity(load_tokenizer(args.tokenizer))
+    else:
+        if not args.tokenizer:
+            raise InvalidParameterError("text needs --tokenizer NAME")
+        tokenizer = load_tokenizer(args.tokenizer)
+        if text_inputs:
+            source = TextFileSource(text_inputs)
+        else:
+            source = DatasetSource(
+                args.dataset, args.config, args.split, args.data_files, args.text_column
+            )
+        tokens, starts = tokenize(source, tokenizer, cache_dir(args.token_cache), quiet=args.quiet)
+        sources = [TokenSource(tokens, starts=starts if args.separate_documents else None)]
+        meta["tokenizer"] = identity(tokenizer)
+        meta["corpus"] = source.identity
+    meta["ngramdraft"] = __version__
+    return build_static(
+        sources, args.output, memory_limit=args.memory_limit, meta=meta, quiet=args.quiet
+    )

@@ -1,0 +1,60 @@
+"""Shared fixtures: the parity data of ../shared, decompressed once per session."""
+
+import json
+import lzma
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ngramdraft import StaticCache
+from ngramdraft.cli import main
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = Path(os.environ.get("NGRAMDRAFT_SHARED", REPO.parent / "shared"))
+PARITY = SHARED / "parity"
+
+needs_shared = pytest.mark.skipif(
+    not PARITY.is_dir() and not os.environ.get("CI"),
+    reason="../shared/parity is not present (set NGRAMDRAFT_SHARED)",
+)
+
+
+@pytest.fixture(scope="session")
+def parity_dir(tmp_path_factory):
+    """PARITY with every .xz file decompressed next to the plain ones."""
+    if not PARITY.is_dir():
+        pytest.fail(f"parity data not found at {PARITY}")
+    out = tmp_path_factory.mktemp("parity")
+    for f in PARITY.iterdir():
+        if f.suffix == ".xz":
+            with lzma.open(f) as src:
+                (out / f.stem).write_bytes(src.read())
+        else:
+            (out / f.name).symlink_to(f)
+    return out
+
+
+@pytest.fixture(scope="session")
+def summary(parity_dir):
+    return json.loads((parity_dir / "summary.json").read_text())
+
+
+@pytest.fixture(scope="session")
+def static25(parity_dir, tmp_path_factory):
+    """The native static cache of train-25M (the P2 replay's static cache)."""
+    path = tmp_path_factory.mktemp("static") / "train25.ngd"
+    return StaticCache.build(np.fromfile(parity_dir / "train-25M.llama3.i32", "<i4"), path)
+
+
+@pytest.fixture
+def cli(capsys):
+    """Run the CLI in-process: returns (exit status, stdout, stderr)."""
+
+    def run(*argv):
+        status = main([str(a) for a in argv])
+        out, err = capsys.readouterr()
+        return status, out, err
+
+    return run
