@@ -68,7 +68,7 @@ def test_upstream_differs_only_at_ties(parity_dir, static25, name):
     """
     from ngramdraft import reference as R
 
-    tokens_file, needs_static, n_ctx, n_draft = REPLAYS[name]
+    tokens_file, needs_static, n_ctx, _ = REPLAYS[name]
     ours = _calls(parity_dir / f"{name}.ordered.dump")
     theirs = _calls(parity_dir / f"{name}.upstream.dump")
     tokens = np.fromfile(parity_dir / tokens_file, "<i4").tolist()

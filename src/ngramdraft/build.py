@@ -206,7 +206,7 @@ def build_static(sources, path, *, memory_limit=None, meta=None, quiet=True):
         contextlib.ExitStack() as stack,
     ):
         spool = {name: stack.enter_context(open(Path(tmp) / name, "w+b")) for name in _SPOOLED}
-        n_keys, n_entries = _count(sources, bounds, bits, histogram, spool, quiet)
+        n_keys, n_entries, top = _count(sources, bounds, bits, histogram, spool, quiet)
         keys = np.fromfile(Path(tmp) / "keys", dtype=np.int32).reshape(-1, 2)
         with Progress("constmap", quiet=quiet):
             seed, seglen, segs, fuse = make_constmap(keys)
@@ -218,7 +218,7 @@ def build_static(sources, path, *, memory_limit=None, meta=None, quiet=True):
             fuse_seed=seed,
             fuse_segment_length=seglen,
             fuse_segment_count=segs,
-            max_token=max_token,
+            max_token=top,
             n_source_tokens=sum(s.n_tokens for s in sources),
         )
         meta = {"created_by": f"ngramdraft {__version__}", **(meta or {})}
@@ -234,8 +234,12 @@ _SPOOLED = ("keys", "offsets", "stats", "tokens", "counts")
 
 
 def _count(sources, bounds, bits, histogram, spool, quiet):
-    """Run the passes, appending each one's sections to the spool files."""
+    """Run the passes, appending each one's sections to the spool files.
+
+    Returns (keys, entries, largest id written).
+    """
     n_keys = n_entries = 0
+    top = -1
     with Progress("counting", int(histogram.sum()), " triples", quiet=quiet) as progress:
         for lo, hi in itertools.pairwise(bounds):
             packed, counts = _count_pass([s.triples(lo, hi, bits) for s in sources])
@@ -257,11 +261,13 @@ def _count(sources, bounds, bits, histogram, spool, quiet):
                 parts[name].tofile(spool[name])
             n_keys += k
             n_entries += len(tok)
+            if k:
+                top = max(top, int(keys.max()), int(tok.max()))
             progress.update(int(histogram[lo:hi].sum()))
     np.array([n_entries], dtype=np.int64).tofile(spool["offsets"])
     for f in spool.values():
         f.flush()
-    return n_keys, n_entries
+    return n_keys, n_entries, top
 
 
 def make_constmap(keys):

@@ -9,7 +9,17 @@ import numpy as np
 from . import llamacpp
 from .build import make_constmap
 from .errors import InvalidParameterError
-from .fileformat import KIND_DYNAMIC, MAGIC, Header, map_file, section_array, write_file
+from .fileformat import (
+    HEADER_SIZE,
+    KIND_DYNAMIC,
+    MAGIC,
+    NATIVE_SUFFIX,
+    Header,
+    map_file,
+    parse_header,
+    section_array,
+    write_file,
+)
 from .kernels import table as T
 from .kernels.triples import span_stats
 from .validation import as_tokens, check_cache_arrays, check_int, check_ngram, check_ngram_range
@@ -73,9 +83,18 @@ class Cache(abc.ABC):
 
 
 def file_format(path):
-    """'native' if the file starts with the ngramdraft magic, else 'llamacpp'."""
+    """'native' if the file starts with the ngramdraft magic, else 'llamacpp'.
+
+    A ``.ngd`` file without the magic is not taken for a llama.cpp file (an
+    empty or foreign file would otherwise read as an empty lookup cache).
+    """
     with open(path, "rb") as f:
-        return "native" if f.read(len(MAGIC)) == MAGIC else "llamacpp"
+        head = f.read(HEADER_SIZE)
+    if head[: len(MAGIC)] == MAGIC:
+        return "native"
+    if Path(path).suffix == NATIVE_SUFFIX:
+        parse_header(head, os.path.getsize(path), path)  # raises, naming the problem
+    return "llamacpp"
 
 
 class NgramCache(Cache):

@@ -40,6 +40,7 @@ from .errors import (
 )
 
 MAGIC = b"NGRMDRFT"
+NATIVE_SUFFIX = ".ngd"
 VERSION = 1
 BYTE_ORDER_MARK = 0x0A0B0C0D
 HEADER_SIZE = 512

@@ -72,8 +72,16 @@ def replay(tokens, n_ctx=4096, n_draft=8, static=None, dynamic=None, *, dump=Fal
     chunk_dump = np.zeros(dump_capacity(n_ctx, n_draft) if dump else 0, dtype=np.int32)
     # Compiling (or loading compiled code) is not drafting: do it before the clock runs.
     replay_chunk(
-        tokens[:2] if len(tokens) >= 2 else np.zeros(2, np.int32), 0, n_draft,
-        T.new_table(), T.new_table(), frozen, out, buf, chunk_dump[:0], counters.copy(),
+        tokens[:2] if len(tokens) >= 2 else np.zeros(2, np.int32),
+        0,
+        n_draft,
+        T.new_table(),
+        T.new_table(),
+        frozen,
+        out,
+        buf,
+        chunk_dump[:0],
+        counters.copy(),
     )
     t_draft = 0.0
     starts = range(0, max(len(tokens) - n_ctx, 0), n_ctx)

@@ -1,0 +1,127 @@
+"""Write the hostile files of this folder (run from the repo root after a format change).
+
+Each file breaks one promise of a format; test_hostile.py names the error each
+must raise. Valid bases are built from a fixed token stream, so the output is
+deterministic.
+"""
+
+import struct
+import sys
+from pathlib import Path
+
+import numpy as np
+import xxhash
+
+from ngramdraft import NgramCache, StaticCache
+from ngramdraft.fileformat import HEADER_SIZE, SECTIONS
+
+HERE = Path(__file__).resolve().parent
+TOKENS = (np.arange(400) * 7919 % 97).astype(np.int32)
+
+
+def rehash(raw):
+    """Recompute the header checksum so that only the intended damage remains."""
+    raw[HEADER_SIZE - 8 : HEADER_SIZE] = struct.pack(
+        "<Q", xxhash.xxh3_64_intdigest(bytes(raw[: HEADER_SIZE - 8]))
+    )
+    return raw
+
+
+def section(raw, name):
+    i = SECTIONS.index(name)
+    offset, size = struct.unpack_from("<QQ", raw, 96 + 32 * i)
+    return offset, size
+
+
+def set_section(raw, name, offset=None, size=None):
+    i = SECTIONS.index(name)
+    old_offset, old_size = section(raw, name)
+    struct.pack_into(
+        "<QQ",
+        raw,
+        96 + 32 * i,
+        old_offset if offset is None else offset,
+        old_size if size is None else size,
+    )
+    return raw
+
+
+def main():
+    tmp = HERE / "_valid.ngd"
+    StaticCache.build(TOKENS, tmp)
+    valid = bytearray(tmp.read_bytes())
+    tmp.unlink()
+    files = {}
+    files["empty.ngd"] = b""
+    files["text.ngd"] = b"this is a plain text file, not a cache\n" * 20
+    files["truncated-header.ngd"] = valid[:100]
+    files["truncated-body.ngd"] = valid[:-1000]
+    flipped = bytearray(valid)
+    flipped[40] ^= 0x01  # n_entries, without fixing the checksum
+    files["header-bitflip.ngd"] = flipped
+    for name in ("tokens", "counts", "fuse", "offsets"):
+        raw = bytearray(valid)
+        offset, size = section(raw, name)
+        raw[offset + size // 2] ^= 0x10
+        files[f"bitflip-{name}.ngd"] = raw
+    raw = bytearray(valid)
+    struct.pack_into("<I", raw, 8, 99)
+    files["future-version.ngd"] = rehash(raw)
+    raw = bytearray(valid)
+    struct.pack_into("<I", raw, 12, 0x0D0C0B0A)
+    files["big-endian.ngd"] = rehash(raw)
+    raw = bytearray(valid)
+    files["wrong-section-size.ngd"] = rehash(
+        set_section(raw, "keys", size=section(raw, "keys")[1] - 8)
+    )
+    raw = bytearray(valid)
+    files["overlapping-sections.ngd"] = rehash(
+        set_section(raw, "counts", offset=section(raw, "tokens")[0])
+    )
+    raw = bytearray(valid)
+    files["misaligned-section.ngd"] = rehash(
+        set_section(raw, "stats", offset=section(raw, "stats")[0] + 4)
+    )
+    raw = bytearray(valid)
+    struct.pack_into("<Q", raw, 32, 10**12)  # n_keys: sizes no longer match
+    files["absurd-counts.ngd"] = rehash(raw)
+    # Offsets that lie, with every checksum fixed: only the structure check and
+    # the kernels' span guard can notice.
+    raw = bytearray(valid)
+    offset, size = section(raw, "offsets")
+    offs = np.frombuffer(raw, dtype="<i8", count=size // 8, offset=offset).copy()
+    offs[1:-1] = offs[1:-1][::-1]
+    raw[offset : offset + size] = offs.tobytes()
+    i = SECTIONS.index("offsets")
+    struct.pack_into("<Q", raw, 96 + 32 * i + 16, xxhash.xxh3_64_intdigest(offs.tobytes()))
+    files["offsets-lie.ngd"] = rehash(raw)
+    dyn = NgramCache()
+    dyn.update(TOKENS)
+    dyn.save(HERE / "_dyn.ngd")
+    files["dynamic-not-static.ngd"] = (HERE / "_dyn.ngd").read_bytes()
+    (HERE / "_dyn.ngd").unlink()
+
+    def words(*values):
+        return np.array(values, dtype="<i4").tobytes()
+
+    record = words(5, 6, -1, -1, 2, 7, 3, 9, 1)
+    files["lookup-truncated.bin"] = record + record[:-4]
+    files["lookup-odd-size.bin"] = record + b"\x00\x01"
+    files["lookup-no-followers.bin"] = words(5, 6, -1, -1, 0)
+    files["lookup-zero-count.bin"] = record + words(8, 9, -1, -1, 1, 4, 0)
+    files["lookup-negative-token.bin"] = record + words(8, 9, -1, -1, 1, -4, 2)
+    files["lookup-duplicate-follower.bin"] = record + words(8, 9, -1, -1, 2, 4, 1, 4, 2)
+    files["lookup-bad-padding.bin"] = words(5, -1, 7, -1, 1, 4, 1)
+    files["lookup-random.bin"] = np.random.default_rng(3).bytes(4096)
+    files["tokens-odd-size.i32"] = words(1, 2, 3) + b"\x07"
+    files["tokens-negative.i32"] = words(1, 2, -5, 3)
+    np.save(HERE / "tokens-float.npy", np.array([1.0, 2.0, 3.0]))
+    np.save(HERE / "tokens-2d.npy", np.zeros((3, 3), dtype=np.int32))
+    np.save(HERE / "tokens-too-large.npy", np.array([1, 2, 2**31], dtype=np.int64))
+    for name, data in files.items():
+        (HERE / name).write_bytes(bytes(data))
+    print(f"wrote {len(files) + 3} files to {HERE}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,113 @@
+"""Hostile files (tests/hostile, made by generate.py): named errors, never a crash."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from ngramdraft import (
+    ChecksumError,
+    CorruptFileError,
+    InvalidTokensError,
+    NgramCache,
+    StaticCache,
+    TruncatedFileError,
+    UnsupportedVersionError,
+    WrongFileKindError,
+    replay,
+)
+from ngramdraft.tokenfile import TokenFile
+
+HOSTILE = Path(__file__).parent / "hostile"
+
+# file -> (what is done with it, error, words the message must contain)
+OPEN = "open"  # StaticCache.open
+VERIFY = "verify"  # opens fine, StaticCache.verify() raises
+LOAD = "load"  # NgramCache.load
+TOKENS = "tokens"  # TokenFile(...).read
+CASES = {
+    "empty.ngd": (OPEN, WrongFileKindError, "not an ngramdraft cache"),
+    "text.ngd": (OPEN, WrongFileKindError, "not an ngramdraft cache"),
+    "truncated-header.ngd": (OPEN, TruncatedFileError, "header alone"),
+    "truncated-body.ngd": (OPEN, TruncatedFileError, "section ends at byte"),
+    "header-bitflip.ngd": (OPEN, ChecksumError, "header checksum"),
+    "bitflip-tokens.ngd": (VERIFY, ChecksumError, "tokens section"),
+    "bitflip-counts.ngd": (VERIFY, ChecksumError, "counts section"),
+    "bitflip-fuse.ngd": (VERIFY, ChecksumError, "fuse section"),
+    "bitflip-offsets.ngd": (VERIFY, ChecksumError, "offsets section"),
+    "future-version.ngd": (OPEN, UnsupportedVersionError, "version 99"),
+    "big-endian.ngd": (OPEN, CorruptFileError, "byte-order mark"),
+    "wrong-section-size.ngd": (OPEN, CorruptFileError, "keys section is"),
+    "overlapping-sections.ngd": (OPEN, CorruptFileError, "overlap"),
+    "misaligned-section.ngd": (OPEN, CorruptFileError, "aligned"),
+    "absurd-counts.ngd": (OPEN, CorruptFileError, "n_keys 1000000000000"),
+    "dynamic-not-static.ngd": (OPEN, WrongFileKindError, "dynamic cache"),
+    "lookup-truncated.bin": (LOAD, TruncatedFileError, "past the end"),
+    "lookup-odd-size.bin": (LOAD, WrongFileKindError, "whole number of int32"),
+    "lookup-no-followers.bin": (LOAD, WrongFileKindError, "no followers"),
+    "lookup-zero-count.bin": (LOAD, CorruptFileError, "count is not positive"),
+    "lookup-negative-token.bin": (LOAD, CorruptFileError, "token id is negative"),
+    "lookup-duplicate-follower.bin": (LOAD, CorruptFileError, "same follower twice"),
+    "lookup-bad-padding.bin": (LOAD, WrongFileKindError, "padding"),
+    "lookup-random.bin": (LOAD, WrongFileKindError, "not a llama.cpp lookup cache"),
+    "tokens-odd-size.i32": (TOKENS, InvalidTokensError, "whole number of int32"),
+    "tokens-negative.i32": (TOKENS, InvalidTokensError, "= -5 is not a token id"),
+    "tokens-float.npy": (TOKENS, InvalidTokensError, "integer dtype"),
+    "tokens-2d.npy": (TOKENS, InvalidTokensError, "one-dimensional"),
+    "tokens-too-large.npy": (TOKENS, InvalidTokensError, "2147483648 is not a token id"),
+}
+
+
+def _do(action, path):
+    if action == OPEN:
+        StaticCache.open(path)
+    elif action == VERIFY:
+        StaticCache.open(path).verify()
+    elif action == LOAD:
+        NgramCache.load(path)
+    else:
+        f = TokenFile(path)
+        f.read(0, len(f))
+
+
+def test_every_hostile_file_has_a_case():
+    on_disk = {p.name for p in HOSTILE.iterdir() if p.suffix != ".py"} - {"offsets-lie.ngd"}
+    assert on_disk == set(CASES)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_hostile_file_raises_named_error(name):
+    action, error, words = CASES[name]
+    with pytest.raises(error, match=words) as info:
+        _do(action, HOSTILE / name)
+    assert str(HOSTILE / name) in str(info.value) or action == TOKENS
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_cli_reports_one_line_and_fails(cli, tmp_path, name):
+    action, _, words = CASES[name]
+    path = HOSTILE / name
+    tokens = tmp_path / "t.i32"
+    np.arange(50, dtype="<i4").tofile(tokens)
+    if action == TOKENS:
+        status, _, err = cli("build-static", path, "-o", HOSTILE / "never.ngd", "-q")
+    elif action == OPEN:
+        status, _, err = cli("replay", tokens, "--static", path, "--n-ctx", 8, "--n-draft", 2)
+    else:
+        status, _, err = cli("inspect", path, "--verify")
+    assert status == 1
+    assert err.startswith("ngramdraft: error: ") and err.count("\n") == 1, err
+    assert words in err
+    assert not (HOSTILE / "never.ngd").exists()
+
+
+def test_lying_offsets_are_caught_without_crashing():
+    """Checksums all match: only the structure check and the kernels' span guard can tell."""
+    path = HOSTILE / "offsets-lie.ngd"
+    cache = StaticCache.open(path)
+    cache.verify()  # every checksum is right
+    with pytest.raises(CorruptFileError, match="follower spans"):
+        cache.verify(deep=True)
+    tokens = (np.arange(400) * 7919 % 97).astype(np.int32)
+    with pytest.raises(CorruptFileError, match="damaged"):
+        replay(tokens, 64, 4, static=cache)

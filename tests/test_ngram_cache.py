@@ -1,0 +1,126 @@
+"""NgramCache: operations, invariants after every mutation, seeded stress, round trips."""
+
+import numpy as np
+import pytest
+
+from ngramdraft import (
+    InvalidParameterError,
+    InvalidTokensError,
+    NgramCache,
+    StaticCache,
+)
+from ngramdraft import reference as R
+
+
+def as_dict(cache):
+    return {ngram: dict(zip(t.tolist(), c.tolist(), strict=True)) for ngram, t, c in cache}
+
+
+def test_update_counts_followers_per_spec():
+    cache = NgramCache()
+    cache.update([5, 6, 5, 6, 7])
+    cache._check()
+    assert cache.followers((5,))[0].tolist() == [6]
+    assert cache.followers((5,))[1].tolist() == [2]
+    toks, counts = cache.followers((6,))
+    assert (toks.tolist(), counts.tolist()) == ([5, 7], [1, 1])
+    assert cache.followers((5, 6, 5, 6))[0].tolist() == [7]
+    assert (5, 6) in cache and (9,) not in cache
+    assert len(cache.followers((1, 2))[0]) == 0
+
+
+def test_nnew_counts_only_the_tail():
+    cache = NgramCache()
+    cache.update([1, 2, 3, 4], nnew=1, ngram_min=1, ngram_max=2)
+    assert as_dict(cache) == {(3,): {4: 1}, (2, 3): {4: 1}}
+
+
+def test_seeded_stress_checks_every_mutation():
+    """Random updates, merges and clears, compared with dicts, invariants checked each time."""
+    rng = np.random.default_rng(20261129)
+    caches = [NgramCache() for _ in range(3)]
+    refs = [{} for _ in range(3)]
+    for _ in range(300):
+        i = int(rng.integers(3))
+        op = rng.random()
+        if op < 0.7:
+            seq = rng.integers(0, rng.integers(2, 300), size=rng.integers(0, 200)).tolist()
+            nnew = int(rng.integers(0, len(seq) + 1))
+            caches[i].update(seq, nnew)
+            R.update(refs[i], 1, 4, seq, nnew)
+        elif op < 0.95:
+            j = int(rng.integers(3))
+            caches[i].merge(caches[j])
+            R.merge(refs[i], dict(refs[j]) if i != j else {k: dict(v) for k, v in refs[j].items()})
+        else:
+            caches[i].clear()
+            refs[i] = {}
+        caches[i]._check()
+        assert len(caches[i]) == len(refs[i])
+    for cache, ref in zip(caches, refs, strict=True):
+        assert as_dict(cache) == {k[: 4 - k.count(-1)]: v for k, v in ref.items()}
+
+
+def test_merge_adds_counts_and_grows():
+    a, b = NgramCache(), NgramCache()
+    a.update(list(range(1000)) * 2)
+    b.update(list(range(500, 1500)))
+    a.merge(b)
+    a._check()
+    assert a.followers((600,))[1].tolist() == [3]
+    assert a.followers((1200,))[1].tolist() == [1]
+
+
+def test_merge_accepts_any_cache(tmp_path):
+    static = StaticCache.build([1, 2, 3, 1, 2, 4], tmp_path / "s.ngd")
+    cache = NgramCache()
+    cache.merge(static)
+    cache._check()
+    assert as_dict(cache) == {(1, 2): {3: 1, 4: 1}, (2, 3): {1: 1}, (3, 1): {2: 1}}
+    with pytest.raises(InvalidParameterError):
+        cache.merge({(1,): {2: 3}})
+
+
+@pytest.mark.parametrize("fmt", ["native", "llamacpp"])
+def test_save_load_round_trip(tmp_path, fmt):
+    rng = np.random.default_rng(7)
+    cache = NgramCache()
+    cache.update(rng.integers(0, 50, size=5000))
+    path = tmp_path / f"dyn.{fmt}"
+    cache.save(path, fmt)
+    loaded = NgramCache.load(path)
+    loaded._check()
+    assert as_dict(loaded) == as_dict(cache)
+    assert loaded.format == fmt
+
+
+def test_bad_input_is_named():
+    cache = NgramCache()
+    with pytest.raises(InvalidTokensError, match="dtype float64"):
+        cache.update(np.array([1.0, 2.0]))
+    with pytest.raises(InvalidTokensError, match=r"tokens\[1\] = -3"):
+        cache.update([1, -3])
+    with pytest.raises(InvalidTokensError, match="2147483648"):
+        cache.update(np.array([1, 2**31], dtype=np.int64))
+    with pytest.raises(InvalidTokensError, match="one-dimensional"):
+        cache.update(np.zeros((2, 2), dtype=np.int32))
+    with pytest.raises(InvalidParameterError, match="ngram_min"):
+        cache.update([1, 2, 3], ngram_min=3, ngram_max=2)
+    with pytest.raises(InvalidParameterError, match=r"ngram_max must be 1 \.\. 4"):
+        cache.update([1, 2, 3], ngram_max=5)
+    with pytest.raises(InvalidParameterError, match="nnew"):
+        cache.update([1, 2, 3], nnew=4)
+    with pytest.raises(InvalidParameterError, match="size"):
+        cache.followers((1, 2, 3, 4, 5))
+    with pytest.raises(InvalidParameterError, match="format"):
+        cache.save("x", "yaml")
+    with pytest.raises(InvalidParameterError, match="role"):
+        NgramCache("static")
+    assert len(cache) == 0
+
+
+def test_uint_and_list_inputs_are_accepted():
+    cache = NgramCache()
+    cache.update(np.array([1, 2, 1, 2], dtype=np.uint16))
+    cache.update([])
+    assert cache.followers((1,))[1].tolist() == [2]
