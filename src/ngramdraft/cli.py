@@ -17,7 +17,7 @@ from .errors import InvalidParameterError, NgramdraftError
 from .fileformat import KIND_NAMES, KIND_STATIC, read_header
 from .replay import replay
 from .static import StaticCache, as_static
-from .tokenfile import TokenFile
+from .tokenfile import RAW_SUFFIXES, TokenFile
 
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 
@@ -70,7 +70,9 @@ def _parser():
     add_corpus_arguments(b)
 
     r = sub.add_parser("replay", help="replay a token file as llama.cpp's lookup-stats does")
-    r.add_argument("tokens", metavar="TOKENS")
+    r.add_argument("tokens", metavar="TOKENS", help="token file (.i32/.bin/.npy) or text file")
+    r.add_argument("--tokenizer", metavar="NAME", help="tokenize a text file (and check the cache)")
+    r.add_argument("--token-cache", metavar="DIR", help="where tokenized texts are kept")
     r.add_argument("--static", metavar="CACHE", help="native static cache or llama.cpp lookup file")
     r.add_argument("--dynamic", metavar="FILE", help="initial dynamic cache (native or llama.cpp)")
     r.add_argument("--n-ctx", type=_positive, required=True)
@@ -113,10 +115,23 @@ def cmd_build_static(args):
 
 
 def cmd_replay(args):
-    tokens = TokenFile(args.tokens)
+    from .corpus import TextFileSource, cache_dir, tokenize
+    from .tokenizer import load_tokenizer
+
+    tokenizer = load_tokenizer(args.tokenizer) if args.tokenizer else None
+    if Path(args.tokens).suffix in (*RAW_SUFFIXES, ".npy"):
+        tokens = TokenFile(args.tokens)
+    elif tokenizer is None:
+        raise InvalidParameterError(f"{args.tokens}: a text file needs --tokenizer NAME")
+    else:
+        tokens, _ = tokenize(
+            TextFileSource([args.tokens]), tokenizer, cache_dir(args.token_cache), quiet=True
+        )
     seq = tokens.read(0, len(tokens))
     t0 = time.perf_counter()
     static = as_static(args.static) if args.static else None
+    if static is not None and tokenizer is not None:
+        static.check_tokenizer(tokenizer)
     dynamic = NgramCache.load(args.dynamic) if args.dynamic else None
     t_load = 1000 * (time.perf_counter() - t0)
     result = replay(

@@ -34,12 +34,19 @@ class Drafter:
     ngram_min, ngram_max : int
         The n-gram sizes drafting looks up (1 <= min <= max <= 4). The caches
         always count sizes 1..4, as llama.cpp does, so they stay reusable.
+    tokenizer : name, tokenizer or identity dict, optional
+        The tokenizer producing your tokens: a static cache recorded with
+        another one raises TokenizerMismatchError.
     """
 
-    def __init__(self, static=None, dynamic=None, n_draft=8, ngram_min=1, ngram_max=4):
+    def __init__(
+        self, static=None, dynamic=None, n_draft=8, ngram_min=1, ngram_max=4, *, tokenizer=None
+    ):
         self.n_draft = check_int(n_draft, "n_draft", 1, MAX_DRAFT)
         self.ngram_min, self.ngram_max = check_ngram_range(ngram_min, ngram_max)
         self.static = None if static is None else as_static(static)
+        if self.static is not None and tokenizer is not None:
+            self.static.check_tokenizer(tokenizer)
         self._frozen = empty_frozen() if self.static is None else self.static._frozen
         self._save_to = None
         if isinstance(dynamic, str | os.PathLike):

@@ -27,6 +27,7 @@ from .fileformat import (
 )
 from .kernels.frozen import CORRUPT, Frozen, find_key, span
 from .kernels.triples import span_stats
+from .tokenizer import identity_of
 from .validation import as_tokens, check_cache_arrays, check_ngram
 
 
@@ -224,12 +225,10 @@ class StaticCache(Cache):
 
     def check_tokenizer(self, tokenizer):
         """Raise TokenizerMismatchError if this cache was built with another tokenizer."""
-        from .tokenizer import identity_of
-
         mine = self.meta.get("tokenizer")
-        theirs = identity_of(tokenizer)
         if mine is None:
             return
+        theirs = identity_of(tokenizer)
         if mine.get("fingerprint") and theirs.get("fingerprint"):
             same = mine["fingerprint"] == theirs["fingerprint"]
         else:

@@ -1,0 +1,140 @@
+"""The command line: every form scripts rely on, exit statuses and messages."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from conftest import REPO
+
+DATA = REPO / "data"
+
+
+@pytest.fixture
+def small(tmp_path):
+    tokens = tmp_path / "t.npy"
+    np.save(tokens, np.fromfile(DATA / "gutenberg.llama3.i32", "<i4")[:40000])
+    return tokens
+
+
+def test_build_replay_inspect_convert_merge(cli, tmp_path, small):
+    cache = tmp_path / "c.ngd"
+    assert cli("build-static", small, "-o", cache, "--memory-limit", "300M")[0] == 0
+    status, out, _ = cli(
+        "replay",
+        DATA / "heldout.llama3.i32",
+        "--static",
+        cache,
+        "--n-ctx",
+        1024,
+        "--n-draft",
+        8,
+        "--json",
+    )
+    assert status == 0
+    summary = json.loads(out)
+    for key in (
+        "n_drafted",
+        "n_accept",
+        "accept",
+        "t_draft_ms",
+        "us_per_drafted",
+        "n_calls",
+        "t_load_ms",
+    ):
+        assert key in summary
+    status, out, _ = cli("replay", DATA / "heldout.llama3.i32", "--n-ctx", 512, "--n-draft", 4)
+    assert status == 0 and "n_drafted" in out and "us per drafted token" in out
+
+    status, out, _ = cli("inspect", cache, "--verify", "--json")
+    info = json.loads(out)
+    assert status == 0 and info["verified"] and info["n_2grams"] > 0
+
+    lookup = tmp_path / "c.bin"
+    assert cli("convert", cache, "--to-llamacpp", "-o", lookup)[0] == 0
+    back = tmp_path / "back.ngd"
+    assert cli("convert", lookup, "-o", back)[0] == 0
+    status, out, _ = cli("inspect", lookup)
+    assert status == 0 and "llama.cpp lookup file" in out
+    status, _, err = cli("convert", cache, "-o", tmp_path / "x.ngd")
+    assert status == 1 and "already a native cache" in err
+
+    merged = tmp_path / "m.ngd"
+    assert cli("merge-static", cache, back, "-o", merged, "-q")[0] == 0
+    a = json.loads(cli("inspect", cache, "--json")[1])
+    m = json.loads(cli("inspect", merged, "--json")[1])
+    assert m["n_entries"] == a["n_entries"] and m["n_2grams"] == a["n_2grams"]
+
+
+def test_replay_dynamic_file_and_dump(cli, tmp_path):
+    dyn = tmp_path / "d.bin"
+    from ngramdraft import NgramCache
+
+    cache = NgramCache()
+    cache.update(np.fromfile(DATA / "gutenberg.llama3.i32", "<i4")[:20000])
+    cache.save(dyn, "llamacpp")
+    dump = tmp_path / "d.dump"
+    status, out, _ = cli(
+        "replay",
+        DATA / "heldout.llama3.i32",
+        "--dynamic",
+        dyn,
+        "--n-ctx",
+        512,
+        "--n-draft",
+        3,
+        "--dump",
+        dump,
+        "--json",
+    )
+    assert status == 0
+    words = np.fromfile(dump, "<i4")
+    assert words[0] == 0 and words[1] == 1  # first call: chunk 0, one token known
+    assert json.loads(out)["n_calls"] > 0
+
+
+def test_usage_errors_exit_2(capsys):
+    from ngramdraft.cli import main
+
+    for argv in (
+        ["replay", "x.i32"],
+        ["replay", "x.i32", "--n-ctx", "0", "--n-draft", "1"],
+        ["build-static", "x.i32", "-o", "c", "--memory-limit", "lots"],
+        [],
+    ):
+        with pytest.raises(SystemExit) as info:
+            main(argv)
+        assert info.value.code == 2
+    capsys.readouterr()
+
+
+def test_runtime_errors_are_one_line(cli, tmp_path):
+    status, _, err = cli("replay", tmp_path / "missing.i32", "--n-ctx", 8, "--n-draft", 2)
+    assert status == 1 and err.count("\n") == 1 and "no such token file" in err
+    status, _, err = cli("build-static", "-o", tmp_path / "c.ngd")
+    assert status == 1 and "exactly one corpus" in err
+    status, _, err = cli("build-static", DATA / "heldout-uneasy-money.txt", "-o", tmp_path / "c")
+    assert status == 1 and "--tokenizer" in err
+    status, _, err = cli("replay", DATA / "heldout-uneasy-money.txt", "--n-ctx", 8, "--n-draft", 1)
+    assert status == 1 and "--tokenizer" in err
+
+
+def test_module_entry_point():
+    out = subprocess.run(
+        [sys.executable, "-m", "ngramdraft", "--version"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert out.stdout.startswith("ngramdraft ")
+
+
+def test_parse_size():
+    from ngramdraft.cli import parse_size
+
+    assert parse_size("1G") == 1 << 30
+    assert parse_size("512M") == 512 << 20
+    assert parse_size("1.5GiB") == 3 << 29
+    assert parse_size("2048") == 2048
