@@ -1,7 +1,9 @@
 """Corpus sources and their tokenization into token files.
 
-A source yields batches of texts, one text per *document* (a dataset row, a
-text file), and has an ``identity`` (what it is, for caching). Three kinds:
+A source yields batches of ``(starts_document, text)`` pairs, a *document*
+being a dataset row or a text file (a large file arrives in several blocks,
+only the first starting the document), and has an ``identity`` (what it is,
+for caching). Three kinds:
 
 * :class:`DatasetSource`: Hugging Face ``datasets.load_dataset``, either a hub
   dataset (``Salesforce/wikitext``, config ``wikitext-103-raw-v1``) or local
@@ -148,7 +150,7 @@ class DatasetSource:
         for start in range(0, len(ds), 1024):
             texts = ds[start : start + 1024][self.text_column]
             progress.update(len(texts))
-            yield [t or "" for t in texts]
+            yield [(True, t or "") for t in texts]
 
 
 def _load_hub(datasets, name, config, kwargs):
@@ -215,15 +217,32 @@ class TextFileSource:
         }
 
     def batches(self, progress):
+        """Each file in blocks of about BATCH_CHARS, cut after a blank line."""
         progress.total = sum(p.stat().st_size for p in self.paths)
         progress.unit = "B"
         for p in self.paths:
-            try:
-                text = p.read_text(encoding="utf-8")
-            except UnicodeDecodeError as e:
-                raise CorpusError(f"{p}: not UTF-8 text ({e})") from e
-            progress.update(p.stat().st_size)
-            yield [text]
+            with open(p, "rb") as f:
+                first, carry = True, b""
+                while block := f.read(BATCH_CHARS):
+                    block = carry + block
+                    cut = block.rfind(b"\n\n") + 2  # cut after the last blank line
+                    if cut == 1:
+                        carry = block  # no blank line yet: keep reading
+                        continue
+                    carry = block[cut:]
+                    yield [(first, _decode(block[:cut], p))]
+                    first = False
+                    progress.update(cut)
+                if carry or first:
+                    yield [(first, _decode(carry, p))]
+                    progress.update(len(carry))
+
+
+def _decode(raw, path):
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise CorpusError(f"{path}: not UTF-8 text ({e})") from e
 
 
 def pieces(text):
@@ -271,9 +290,9 @@ def tokenize(source, tokenizer, directory, *, quiet=True):
 def _piece_batches(texts):
     """Batches of (starts a document?, piece) of about BATCH_CHARS characters."""
     batch, size = [], 0
-    for text in texts:
+    for starts, text in texts:
         for j, piece in enumerate(pieces(text) or [""]):
-            batch.append((j == 0, piece))
+            batch.append((starts and j == 0, piece))
             size += len(piece)
             if size >= BATCH_CHARS:
                 yield batch

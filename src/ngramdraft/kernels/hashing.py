@@ -24,7 +24,9 @@ def mix64(x):
 
 @njit(cache=True, inline="always")
 def _pack(a, b):
-    return (np.uint64(np.uint32(a)) << _S32) | np.uint64(np.uint32(b))
+    # Masking in int64 first means the same with and without the JIT (NumPy
+    # refuses np.uint32(-1) where numba wraps it).
+    return (np.uint64(np.int64(a) & 0xFFFFFFFF) << _S32) | np.uint64(np.int64(b) & 0xFFFFFFFF)
 
 
 @njit(cache=True, inline="always")
