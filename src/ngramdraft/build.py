@@ -35,7 +35,7 @@ from .tokenfile import CHUNK, TokenFile
 
 # Resident bytes per triple of a pass: the packed triple, its share of the
 # distinct triples' counts, and the grouped output.
-BYTES_PER_TRIPLE = 24
+BYTES_PER_TRIPLE = 32
 # What the interpreter, numpy and the compiled kernels occupy before any data.
 BASELINE_BYTES = 256 << 20
 MAX_TOKEN_BITS = 21

@@ -64,7 +64,7 @@ def replay(tokens, n_ctx=4096, n_draft=8, static=None, dynamic=None, *, dump=Fal
 
     # A chunk holds at most 4 * n_ctx n-grams; load stays <= 1/2 without regrowing.
     slots = 1 << (8 * n_ctx - 1).bit_length()
-    ctx = T.new_table(slots=slots, pool=8 * n_ctx)
+    ctx = T.new_table(slots=slots, pool=16 * n_ctx)
     out = np.zeros(n_ctx, dtype=np.int32)
     buf = np.zeros(NGRAM_MAX + n_draft, dtype=np.int32)
     counters = np.zeros(5, dtype=np.int64)

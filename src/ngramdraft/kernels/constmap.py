@@ -71,13 +71,13 @@ def build(hashes, seg, seg_count):
             count[c] += 1
             hxor[c] ^= h
             ixor[c] ^= np.uint32(i)
-    queue = np.empty(size, dtype=np.int64)
+    queue = np.empty(size, dtype=np.int32)
     nq = 0
     for c in range(size):
         if count[c] == 1:
             queue[nq] = c
             nq += 1
-    order_cell = np.empty(n, dtype=np.int64)
+    order_cell = np.empty(n, dtype=np.int32)
     order_idx = np.empty(n, dtype=np.uint32)
     order_hash = np.empty(n, dtype=np.uint64)
     done = 0

@@ -252,7 +252,7 @@ def ngram_at(seq, end, size):
     return k0, k1, k2, k3
 
 
-@njit(cache=True)
+@njit(cache=True, inline="always")
 def update(t, seq, length, nnew, nmin, nmax):
     """llama.cpp's common_ngram_cache_update over seq[:length]; returns the table.
 
