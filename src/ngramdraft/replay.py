@@ -62,17 +62,18 @@ def replay(tokens, n_ctx=4096, n_draft=8, static=None, dynamic=None, *, dump=Fal
     dyn_t = T.merge(T.new_table(), dyn._t) if dyn is dynamic else dyn._t
     t_load = time.perf_counter() - t0
 
-    # A chunk holds at most 4 * n_ctx n-grams; load stays <= 1/2 without regrowing.
-    slots = 1 << (8 * n_ctx - 1).bit_length()
-    ctx = T.new_table(slots=slots, pool=16 * n_ctx)
+    # A chunk adds fewer than 4 * n_ctx n-grams, and a part's pool rooms sum to
+    # less than four times its length: sized so, the context never grows.
+    ctx = T.new_table(slots=1 << (8 * n_ctx).bit_length(), pool=16 * n_ctx)
     out = np.zeros(n_ctx, dtype=np.int32)
     buf = np.zeros(NGRAM_MAX + n_draft, dtype=np.int32)
-    counters = np.zeros(5, dtype=np.int64)
+    counters = np.zeros(4, dtype=np.int64)
     dumps = []
     chunk_dump = np.zeros(dump_capacity(n_ctx, n_draft) if dump else 0, dtype=np.int32)
     # Compiling (or loading compiled code) is not drafting: do it before the clock runs.
+    warm = tokens[:2] if len(tokens) >= 2 else np.zeros(2, np.int32)
     replay_chunk(
-        tokens[:2] if len(tokens) >= 2 else np.zeros(2, np.int32),
+        warm,
         0,
         n_draft,
         T.new_table(),
@@ -87,25 +88,32 @@ def replay(tokens, n_ctx=4096, n_draft=8, static=None, dynamic=None, *, dump=Fal
     starts = range(0, max(len(tokens) - n_ctx, 0), n_ctx)
     with Progress("replay", len(starts) * n_ctx, " tok", quiet=quiet) as progress:
         for start in starts:
-            counters[3] = 0
-            t1 = time.perf_counter()
-            ctx = replay_chunk(
-                tokens[start : start + n_ctx],
-                start,
-                n_draft,
-                ctx,
-                dyn_t,
-                frozen,
-                out,
-                buf,
-                chunk_dump,
-                counters,
-            )
-            t_draft += time.perf_counter() - t1
-            if counters[4] == CORRUPT:
-                raise CorruptFileError(
-                    "the static cache is damaged (run `ngramdraft inspect --verify`)"
+            before = counters.copy()
+            while True:
+                counters[:] = before
+                counters[3] = 0
+                t1 = time.perf_counter()
+                status = replay_chunk(
+                    tokens[start : start + n_ctx],
+                    start,
+                    n_draft,
+                    ctx,
+                    dyn_t,
+                    frozen,
+                    out,
+                    buf,
+                    chunk_dump,
+                    counters,
                 )
+                t_draft += time.perf_counter() - t1
+                if status == CORRUPT:
+                    raise CorruptFileError(
+                        "the static cache is damaged (run `ngramdraft inspect --verify`)"
+                    )
+                if status == T.OK:
+                    break
+                ctx = T.grow(ctx, status)  # never with the sizes above; kept exact anyway
+                T.clear(ctx)
             if dump:
                 dumps.append(chunk_dump[: counters[3]].copy())
             dyn_t = T.merge(dyn_t, ctx)

@@ -34,7 +34,7 @@ def fuse_shape(n_keys, slack=0.0):
     return seg, count
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, _nrt=False)
 def cells(h, seg, seg_count_length):
     mask = np.uint64(seg - 1)
     h0 = mulhi32(h, np.uint64(seg_count_length))
@@ -111,7 +111,7 @@ def build(hashes, seg, seg_count):
     return fuse
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, _nrt=False)
 def index_of(fuse, params, n_keys, k0, k1, k2, k3):
     """The index the map stores for this key; arbitrary (maybe >= n_keys) if absent."""
     if n_keys == 0:

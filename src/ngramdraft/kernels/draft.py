@@ -37,13 +37,13 @@ STRICT_MIN_PERCENT = np.array([75, 66, 66, 66], dtype=np.int64)
 _PRECHECK_LIMIT = (2**31 - 1) // 100
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, _nrt=False)
 def wrap32(x):
     """x reduced to int32 with two's-complement wrap-around, kept in an int64."""
     return ((np.int64(x) + 0x80000000) & 0xFFFFFFFF) - 0x80000000
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, _nrt=False)
 def try_primary(
     slots,
     tags,
@@ -101,7 +101,7 @@ def try_primary(
     return -1
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, _nrt=False)
 def try_static(stats, key):
     """The static cache's own proposal (lax thresholds of NGRAM_STATIC), or -1."""
     if key < 0:
@@ -115,22 +115,36 @@ def try_static(stats, key):
     return stats[key, 0]
 
 
-@njit(cache=True, nogil=True)
-def draft(seq, n_seq, n_draft, nmin, nmax, ctx, dyn, stat, buf):
-    """Draft after seq[:n_seq] into buf; returns the count d, or CORRUPT.
-
-    buf (length >= NGRAM_MAX + n_draft) receives the last min(n_seq, NGRAM_MAX)
-    tokens of seq followed by the d drafted tokens. The tables' arrays are
-    taken out once per call, not per lookup.
-    """
+@njit(cache=True, _nrt=False)
+def draft_arrays(
+    seq,
+    n_seq,
+    n_draft,
+    nmin,
+    nmax,
+    c_slots,
+    c_tags,
+    c_tok,
+    c_cnt,
+    d_slots,
+    d_tags,
+    d_tok,
+    d_cnt,
+    keys,
+    fuse,
+    params,
+    offsets,
+    stats,
+    stok,
+    scnt,
+    buf,
+):
+    """draft() on the caches' arrays (see draft); a hot loop unpacks them once."""
     if n_seq < NGRAM_STATIC:
         return 0
-    c_slots, c_tags, c_tok, c_cnt = ctx.slots, ctx.tags, ctx.tok, ctx.cnt
-    d_slots, d_tags, d_tok, d_cnt = dyn.slots, dyn.tags, dyn.tok, dyn.cnt
-    keys, fuse, params, offsets, stats = stat.keys, stat.fuse, stat.params, stat.offsets, stat.stats
-    stok, scnt = stat.tokens, stat.counts
     tail = min(n_seq, NGRAM_MAX)
-    buf[:tail] = seq[n_seq - tail : n_seq]
+    for j in range(tail):
+        buf[j] = seq[n_seq - tail + j]
     d = 0
     while d < n_draft:
         end = tail + d
@@ -184,3 +198,35 @@ def draft(seq, n_seq, n_draft, nmin, nmax, ctx, dyn, stat, buf):
         buf[end] = tok
         d += 1
     return d
+
+
+@njit(cache=True, nogil=True)
+def draft(seq, n_seq, n_draft, nmin, nmax, ctx, dyn, stat, buf):
+    """Draft after seq[:n_seq] into buf; returns the count d, or CORRUPT.
+
+    buf (length >= NGRAM_MAX + n_draft) receives the last min(n_seq, NGRAM_MAX)
+    tokens of seq followed by the d drafted tokens.
+    """
+    return draft_arrays(
+        seq,
+        n_seq,
+        n_draft,
+        nmin,
+        nmax,
+        ctx.slots,
+        ctx.tags,
+        ctx.tok,
+        ctx.cnt,
+        dyn.slots,
+        dyn.tags,
+        dyn.tok,
+        dyn.cnt,
+        stat.keys,
+        stat.fuse,
+        stat.params,
+        stat.offsets,
+        stat.stats,
+        stat.tokens,
+        stat.counts,
+        buf,
+    )

@@ -34,7 +34,7 @@ def empty_frozen(width=2):
     return arrays
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, _nrt=False)
 def find_key(keys, fuse, params, k0, k1, k2, k3):
     """Index of the key in a frozen cache's keys, or -1 when absent."""
     n = keys.shape[0]
@@ -51,7 +51,7 @@ def find_key(keys, fuse, params, k0, k1, k2, k3):
     return i
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, _nrt=False)
 def span(offsets, n_entries, i):
     """(start, length) of key i's followers; length CORRUPT if the offsets are impossible.
 

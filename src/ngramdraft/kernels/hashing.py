@@ -13,7 +13,7 @@ _S32 = np.uint64(32)
 _LOW32 = np.uint64(0xFFFFFFFF)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, _nrt=False)
 def mix64(x):
     # splitmix64's finalizer: every input bit flips each output bit with p ~ 1/2,
     # which linear probing and the fuse segments both rely on.
@@ -22,21 +22,21 @@ def mix64(x):
     return x ^ (x >> _S31)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, _nrt=False)
 def _pack(a, b):
     # Masking in int64 first means the same with and without the JIT (NumPy
     # refuses np.uint32(-1) where numba wraps it).
     return (np.uint64(np.int64(a) & 0xFFFFFFFF) << _S32) | np.uint64(np.int64(b) & 0xFFFFFFFF)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, _nrt=False)
 def key_hash(k0, k1, k2, k3, seed):
     """Hash of a 4-slot key (padding slots hold -1), seeded."""
     h = mix64(_pack(k0, k1) ^ (seed * _GOLDEN))
     return mix64(h ^ _pack(k2, k3))
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, _nrt=False)
 def mulhi32(h, n):
     """(h * n) >> 64 for n < 2**32, without 128-bit integers."""
     hi = h >> _S32

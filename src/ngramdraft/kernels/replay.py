@@ -9,29 +9,63 @@ the dynamic cache between chunks, which upstream does not time either.
 
 from numba import njit
 
-from .draft import NGRAM_MAX, NGRAM_MIN, draft
+from .draft import NGRAM_MAX, NGRAM_MIN, draft_arrays
 from .frozen import CORRUPT
-from .table import update
+from .table import OK, append_token
 
 
 @njit(cache=True, nogil=True)
 def replay_chunk(chunk, chunk_start, n_draft, ctx, dyn, stat, out, buf, dump, counters):
-    """Replay one chunk; returns the (possibly regrown) context table.
+    """Replay one chunk; returns OK, CORRUPT (damaged static cache) or the table's need to grow.
 
-    counters (int64): [n_calls, n_drafted, n_accept, dump_used, status];
-    status is set to CORRUPT when the static cache turned out to be damaged.
+    The caches' arrays are taken out of their tuples once: inside the loop no
+    array reference is created, so no reference count is touched. The context
+    table must be large enough for the chunk (the caller sizes it, and on a
+    growth status grows it, clears it and replays the chunk again).
+    counters (int64): [n_calls, n_drafted, n_accept, dump words used].
     dump, when not empty, receives `chunk_start position n tokens...` per call.
     """
+    c_slots, c_tags, c_tok, c_cnt, c_meta = ctx
+    d_slots, d_tags, d_tok, d_cnt = dyn.slots, dyn.tags, dyn.tok, dyn.cnt
+    keys, fuse, params, offsets, stats, stok, scnt = (
+        stat.keys,
+        stat.fuse,
+        stat.params,
+        stat.offsets,
+        stat.stats,
+        stat.tokens,
+        stat.counts,
+    )
     n_ctx = chunk.shape[0]
     out[0] = chunk[0]
     n_out = 1
-    tail_max = NGRAM_MAX
     while n_out < n_ctx:
-        d = draft(out, n_out, n_draft, NGRAM_MIN, NGRAM_MAX, ctx, dyn, stat, buf)
+        d = draft_arrays(
+            out,
+            n_out,
+            n_draft,
+            NGRAM_MIN,
+            NGRAM_MAX,
+            c_slots,
+            c_tags,
+            c_tok,
+            c_cnt,
+            d_slots,
+            d_tags,
+            d_tok,
+            d_cnt,
+            keys,
+            fuse,
+            params,
+            offsets,
+            stats,
+            stok,
+            scnt,
+            buf,
+        )
         if d == CORRUPT:
-            counters[4] = CORRUPT
-            return ctx
-        tail = min(n_out, tail_max)
+            return CORRUPT
+        tail = min(n_out, NGRAM_MAX)
         counters[0] += 1
         counters[1] += d
         if dump.shape[0] > 0:
@@ -39,20 +73,25 @@ def replay_chunk(chunk, chunk_start, n_draft, ctx, dyn, stat, out, buf, dump, co
             dump[p] = chunk_start
             dump[p + 1] = n_out
             dump[p + 2] = d
-            dump[p + 3 : p + 3 + d] = buf[tail : tail + d]
+            for j in range(d):
+                dump[p + 3 + j] = buf[tail + j]
             counters[3] = p + 3 + d
-        for j in range(d):
-            if n_out == n_ctx or buf[tail + j] != chunk[n_out]:
-                break
+        accepted = 0
+        while accepted < d and n_out < n_ctx and buf[tail + accepted] == chunk[n_out]:
+            accepted += 1
             counters[2] += 1
             out[n_out] = chunk[n_out]
             n_out += 1
-            ctx = update(ctx, out, n_out, 1, NGRAM_MIN, NGRAM_MAX)
+            status = append_token(c_slots, c_tags, c_tok, c_cnt, c_meta, out, n_out)
+            if status != OK:
+                return status
         if n_out < n_ctx:
             out[n_out] = chunk[n_out]
             n_out += 1
-            ctx = update(ctx, out, n_out, 1, NGRAM_MIN, NGRAM_MAX)
-    return ctx
+            status = append_token(c_slots, c_tags, c_tok, c_cnt, c_meta, out, n_out)
+            if status != OK:
+                return status
+    return OK
 
 
 def dump_capacity(n_ctx, n_draft):

@@ -3,7 +3,7 @@
 from numba import njit
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, _nrt=False)
 def floor_index(arr, lo, n, t):
     """Index of the last element <= t in arr[lo:lo+n] (lo if none is), n >= 1.
 
@@ -18,7 +18,7 @@ def floor_index(arr, lo, n, t):
     return base
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, _nrt=False)
 def find(arr, lo, n, t):
     """Index of t in the sorted span arr[lo:lo+n], or -1."""
     if n <= 0:

@@ -30,7 +30,11 @@ Layout (``docs/layout.md`` walks through an example):
 * ``meta``: [n-grams, pool used, entries, pool waste].
 
 Every mutation merges a sorted run of (token, count) into one part, so a
-single-token update, a cache merge and a bulk load share one routine. TOTAL
+single-token update, a cache merge and a bulk load share one routine
+(``_try_add``). The routines the hot loops call are compiled without numba's
+runtime (``_nrt=False``): they allocate nothing, and so never touch the
+reference counts that passing arrays around otherwise costs (two atomic
+operations per array per call). TOTAL
 and MAXC let the drafter reject most parts without reading them.
 """
 
@@ -66,24 +70,24 @@ def new_table(slots=16, pool=64):
     )
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, _nrt=False)
 def _pack(a, b):
     return (np.int64(a) << 32) | (np.int64(b) & _LOW)
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, _nrt=False)
 def unpack_key(slots, s):
     k01 = slots[s, KEY01]
     k23 = slots[s, KEY23]
     return (np.int32(k01 >> 32), np.int32(k01 & _LOW), np.int32(k23 >> 32), np.int32(k23 & _LOW))
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, _nrt=False)
 def _tag(h):
     return np.uint8(1 + (h >> _S57))
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, _nrt=False)
 def _probe(slots, tags, k01, k23, h):
     """The key's row, or the empty row where it would go."""
     mask = tags.shape[0] - 1
@@ -96,7 +100,7 @@ def _probe(slots, tags, k01, k23, h):
         s = (s + 1) & mask
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True, _nrt=False)
 def lookup(slots, tags, k0, k1, k2, k3):
     """Row of the n-gram, or -1 if absent."""
     s = _probe(slots, tags, _pack(k0, k1), _pack(k2, k3), key_hash(k0, k1, k2, k3, _SEED))
@@ -139,9 +143,9 @@ def _grow_pool(t, need):
     return Table(t.slots, t.tags, tok, cnt, t.meta)
 
 
-@njit(cache=True, inline="always")
-def _merge_run(slots, tok, cnt, meta, s, rtok, rcnt, lo, n):
-    """Merge the sorted run rtok/rcnt[lo:lo+n] into the part of row s.
+@njit(cache=True, _nrt=False)
+def _merge_run(slots, tok, cnt, meta, s, rtok, rlo, rcnt, clo, n):
+    """Merge the sorted run rtok[rlo:rlo+n] (counts rcnt[clo:clo+n]) into row s's part.
 
     The caller has made room: a part that must move needs at most
     max(2 * CAPAC, LENGTH + n) free pool entries.
@@ -149,11 +153,12 @@ def _merge_run(slots, tok, cnt, meta, s, rtok, rcnt, lo, n):
     a, m = slots[s, START], slots[s, LENGTH]
     mx = slots[s, MAXC]
     new = 0
-    for j in range(lo, lo + n):
-        slots[s, TOTAL] += rcnt[j]
+    dc = clo - rlo  # count of rtok[j] is rcnt[j + dc]
+    for j in range(rlo, rlo + n):
+        slots[s, TOTAL] += rcnt[j + dc]
         i = find(tok, a, m, rtok[j])
         if i >= 0:
-            cnt[i] += rcnt[j]
+            cnt[i] += rcnt[j + dc]
             mx = max(mx, np.int64(cnt[i]))
         else:
             new += 1
@@ -174,7 +179,7 @@ def _merge_run(slots, tok, cnt, meta, s, rtok, rcnt, lo, n):
         # part is rewritten in place in O(m + n) moves.
         i = a + m
         w = a + need
-        for j in range(lo + n - 1, lo - 1, -1):
+        for j in range(rlo + n - 1, rlo - 1, -1):
             x = rtok[j]
             p = a
             if i > a:
@@ -189,15 +194,15 @@ def _merge_run(slots, tok, cnt, meta, s, rtok, rcnt, lo, n):
             w -= k + 1
             i = p
             tok[w] = x
-            cnt[w] = rcnt[j]
+            cnt[w] = rcnt[j + dc]
             mx = max(mx, np.int64(cnt[w]))
         slots[s, LENGTH] = need
         meta[N_ENTRIES] += new
     slots[s, MAXC] = mx
 
 
-@njit(cache=True, inline="always")
-def _try_add(slots, tags, tok, cnt, meta, k0, k1, k2, k3, rtok, rcnt, lo, n):
+@njit(cache=True, _nrt=False)
+def _try_add(slots, tags, tok, cnt, meta, k0, k1, k2, k3, rtok, rlo, rcnt, clo, n):
     """Add a sorted run of followers to an n-gram: OK, or what must grow first.
 
     Takes the table's arrays rather than the Table: taking arrays out of a
@@ -221,28 +226,19 @@ def _try_add(slots, tags, tok, cnt, meta, k0, k1, k2, k3, rtok, rcnt, lo, n):
         for col in range(START, ROW):
             slots[s, col] = 0
         meta[N_NGRAMS] += 1
-    _merge_run(slots, tok, cnt, meta, s, rtok, rcnt, lo, n)
+    _merge_run(slots, tok, cnt, meta, s, rtok, rlo, rcnt, clo, n)
     return OK
 
 
 @njit(cache=True)
-def _grow(t, status, n):
+def grow(t, status, n=1):
+    """The table with room for what ``status`` asked for (and ``n`` more pool entries)."""
     if status == NEED_SLOTS:
         return _grow_slots(t)
     return _grow_pool(t, n + 2 * t.tok.shape[0] // 8)
 
 
-@njit(cache=True, inline="always")
-def add_run(t, k0, k1, k2, k3, rtok, rcnt, lo, n):
-    """Add the sorted run rtok/rcnt[lo:lo+n] to n-gram (k0..k3); returns the table."""
-    while True:
-        status = _try_add(t.slots, t.tags, t.tok, t.cnt, t.meta, k0, k1, k2, k3, rtok, rcnt, lo, n)
-        if status == OK:
-            return t
-        t = _grow(t, status, n)
-
-
-@njit(cache=True, inline="always")
+@njit(cache=True, _nrt=False)
 def ngram_at(seq, end, size):
     """The 4-slot key of seq[end-size:end], padded with -1."""
     k0 = seq[end - size]
@@ -252,7 +248,7 @@ def ngram_at(seq, end, size):
     return k0, k1, k2, k3
 
 
-@njit(cache=True, inline="always")
+@njit(cache=True)
 def update(t, seq, length, nnew, nmin, nmax):
     """llama.cpp's common_ngram_cache_update over seq[:length]; returns the table.
 
@@ -266,36 +262,65 @@ def update(t, seq, length, nnew, nmin, nmax):
         for i in range(max(length - nnew, size), length):
             k0, k1, k2, k3 = ngram_at(seq, i, size)
             while True:
-                status = _try_add(
-                    slots, tags, tok, cnt, meta, k0, k1, k2, k3, seq[i : i + 1], _ONE, 0, 1
-                )
+                status = _try_add(slots, tags, tok, cnt, meta, k0, k1, k2, k3, seq, i, _ONE, 0, 1)
                 if status == OK:
                     break
-                slots, tags, tok, cnt, meta = _grow(Table(slots, tags, tok, cnt, meta), status, 1)
+                slots, tags, tok, cnt, meta = grow(Table(slots, tags, tok, cnt, meta), status)
     return Table(slots, tags, tok, cnt, meta)
+
+
+@njit(cache=True, _nrt=False)
+def append_token(slots, tags, tok, cnt, meta, seq, length):
+    """update(seq, length, nnew=1, sizes 1..4) on a table's arrays, without growing it.
+
+    Returns OK, or what must grow (the table may then hold part of the token).
+    Replay's chunks are sized never to need growth and redo a chunk that does.
+    """
+    i = length - 1
+    for size in range(1, 5):
+        if i >= size:
+            k0, k1, k2, k3 = ngram_at(seq, i, size)
+            status = _try_add(slots, tags, tok, cnt, meta, k0, k1, k2, k3, seq, i, _ONE, 0, 1)
+            if status != OK:
+                return status
+    return OK
 
 
 @njit(cache=True)
 def merge(t, src):
     """Add every (n-gram, token, count) of src into t; returns t."""
-    for s in range(src.slots.shape[0]):
-        if src.tags[s] == 0:
+    slots, tags, tok, cnt, meta = t
+    s_slots, s_tags, s_tok, s_cnt = src.slots, src.tags, src.tok, src.cnt
+    for s in range(s_slots.shape[0]):
+        if s_tags[s] == 0:
             continue
-        k0, k1, k2, k3 = unpack_key(src.slots, s)
-        t = add_run(t, k0, k1, k2, k3, src.tok, src.cnt, src.slots[s, START], src.slots[s, LENGTH])
-    return t
+        k0, k1, k2, k3 = unpack_key(s_slots, s)
+        a, m = s_slots[s, START], s_slots[s, LENGTH]
+        while True:
+            status = _try_add(slots, tags, tok, cnt, meta, k0, k1, k2, k3, s_tok, a, s_cnt, a, m)
+            if status == OK:
+                break
+            slots, tags, tok, cnt, meta = grow(Table(slots, tags, tok, cnt, meta), status, m)
+    return Table(slots, tags, tok, cnt, meta)
 
 
 @njit(cache=True)
-def load_sorted(t, keys, offsets, tok, cnt):
-    """Add the n-grams of flat arrays (keys[i] owns tok/cnt[offsets[i]:offsets[i+1]])."""
+def load_sorted(t, keys, offsets, rtok, rcnt):
+    """Add the n-grams of flat arrays (keys[i] owns rtok/rcnt[offsets[i]:offsets[i+1]])."""
+    slots, tags, tok, cnt, meta = t
     width = keys.shape[1]
     for i in range(keys.shape[0]):
         k2 = keys[i, 2] if width > 2 else np.int32(-1)
         k3 = keys[i, 3] if width > 3 else np.int32(-1)
-        lo = offsets[i]
-        t = add_run(t, keys[i, 0], keys[i, 1], k2, k3, tok, cnt, lo, offsets[i + 1] - lo)
-    return t
+        a, m = offsets[i], offsets[i + 1] - offsets[i]
+        while True:
+            status = _try_add(
+                slots, tags, tok, cnt, meta, keys[i, 0], keys[i, 1], k2, k3, rtok, a, rcnt, a, m
+            )
+            if status == OK:
+                break
+            slots, tags, tok, cnt, meta = grow(Table(slots, tags, tok, cnt, meta), status, m)
+    return Table(slots, tags, tok, cnt, meta)
 
 
 @njit(cache=True)
