@@ -67,3 +67,31 @@ def test_static_alone_needs_two_samples(tmp_path):
     drafter = Drafter(static=static, n_draft=4)
     drafter.start([9, 1, 2])
     assert drafter.draft().tolist() == [3]  # (1, 2) -> {3: 2}; then (2, 3) -> {8: 1} stops
+
+
+def test_lone_follower_can_lose_to_wrap_around(tmp_path):
+    """A part's only follower is skipped when count * weight wraps negative.
+
+    Context (1, 2) -> {5: 3}; static (1, 2) -> {5: 1e7, 6: 1e7, 7: 1}: 5 scores
+    3 * 1e9, negative in int32, so the context drafts nothing; the static part
+    alone has no majority (1e7 of 2e7 + 1), so no token is drafted at all.
+    Without the wrap, 5 would be drafted from the context.
+    """
+    lookup = tmp_path / "static.bin"
+    llamacpp.write(
+        lookup,
+        np.array([[1, 2]], np.int32),
+        np.array([0, 3]),
+        np.array([5, 6, 7], np.int32),
+        np.array([10_000_000, 10_000_000, 1], np.int32),
+    )
+    prompt = [1, 2, 5] * 3 + [1, 2]
+    drafter = Drafter(static=lookup, n_draft=1, ngram_min=2, ngram_max=2)
+    drafter.start(prompt)
+    context = {}
+    R.update(context, 1, 4, prompt, len(prompt))
+    ref_static = {(1, 2, -1, -1): {5: 10_000_000, 6: 10_000_000, 7: 1}}
+    assert drafter.draft().tolist() == R.draft(prompt, 1, 2, 2, context, {}, ref_static) == []
+    shorter = [1, 2, 5] * 2 + [1, 2]  # count 2: 2e9 still fits, 5 is drafted
+    drafter.start(shorter)
+    assert drafter.draft().tolist() == [5]

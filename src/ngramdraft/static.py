@@ -25,6 +25,7 @@ from .fileformat import (
     section_array,
     verify_sections,
 )
+from .fileformat import prefault as fileformat_prefault
 from .kernels.frozen import CORRUPT, Frozen, find_key, span
 from .kernels.triples import span_stats
 from .tokenizer import identity_of
@@ -76,12 +77,14 @@ class StaticCache(Cache):
     # -- creating and opening ------------------------------------------------
 
     @classmethod
-    def open(cls, path, *, verify=False, tokenizer=None):
+    def open(cls, path, *, verify=False, tokenizer=None, prefault=True):
         """Open a static cache file (memory-mapped, read-only).
 
         ``verify`` also checks every section's checksum (reads the whole file).
         ``tokenizer`` (a name, or an object with an ``identity`` dict) makes the
         open fail with TokenizerMismatchError if the cache records another one.
+        ``prefault`` maps the file's pages in a background thread (see
+        :func:`ngramdraft.fileformat.prefault`); open itself reads one page.
         """
         mm, header = map_file(path)
         if header.kind != KIND_STATIC:
@@ -90,6 +93,8 @@ class StaticCache(Cache):
                 "(load it with NgramCache.load)"
             )
         cache = cls(mm, header, read_meta(mm, header, path), path)
+        if prefault:
+            fileformat_prefault(mm)
         if verify:
             cache.verify()
         if tokenizer is not None:

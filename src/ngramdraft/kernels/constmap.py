@@ -14,6 +14,7 @@ import numpy as np
 from numba import njit
 
 from .hashing import key_hash, mulhi32
+from .prefetch import prefetch
 
 _S18 = np.uint64(18)
 _MAX_SEGMENT = 1 << 18
@@ -112,10 +113,19 @@ def build(hashes, seg, seg_count):
 
 
 @njit(cache=True, _nrt=False)
-def index_of(fuse, params, n_keys, k0, k1, k2, k3):
-    """The index the map stores for this key; arbitrary (maybe >= n_keys) if absent."""
+def index_of(fuse, params, n_keys, h):
+    """The index the map stores for the key of hash h; arbitrary (maybe >= n_keys) if absent."""
     if n_keys == 0:
         return np.int64(-1)
-    h = key_hash(k0, k1, k2, k3, params[0])
     c0, c1, c2 = cells(h, np.int64(params[1]), np.int64(params[2]))
     return np.int64(fuse[c0] ^ fuse[c1] ^ fuse[c2])
+
+
+@njit(cache=True, _nrt=False)
+def prefetch_cells(fuse, params, n_keys, h):
+    """Start loading the three cells index_of will read."""
+    if n_keys:
+        c0, c1, c2 = cells(h, np.int64(params[1]), np.int64(params[2]))
+        prefetch(fuse, c0)
+        prefetch(fuse, c1)
+        prefetch(fuse, c2)

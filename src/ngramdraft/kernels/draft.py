@@ -17,9 +17,10 @@ Rules (SPEC.md; llama.cpp common/ngram-cache.cpp):
 import numpy as np
 from numba import njit
 
-from .frozen import CORRUPT, find_key, span
+from .constmap import prefetch_cells
+from .frozen import CORRUPT, find_key_hashed, key_hash_of, span
 from .search import find
-from .table import LENGTH, MAXC, START, TOTAL, lookup, ngram_at
+from .table import LENGTH, MAXC, START, TOTAL, lookup_hashed, ngram_at, ngram_hash, prefetch_slot
 
 NGRAM_MIN = 1
 NGRAM_MAX = 4
@@ -35,6 +36,7 @@ STRICT_MIN_PERCENT = np.array([75, 66, 66, 66], dtype=np.int64)
 # wrap, so the thresholds can be tested on the stored sum and largest count
 # before reading the part (max_cp of the scan is never above the largest count).
 _PRECHECK_LIMIT = (2**31 - 1) // 100
+_INT32_LIMIT = 2**31
 
 
 @njit(cache=True, _nrt=False)
@@ -54,23 +56,27 @@ def try_primary(
     true_len,
     nmin,
     nmax,
+    hashes,
     min_sample,
     min_percent,
     stok,
     scnt,
     slo,
     sn,
+    smax,
 ):
     """The token a context/dynamic table proposes after seq[:end], or -1.
 
-    stok/scnt[slo:slo+sn] is the static part S of the last 2-gram.
+    hashes[size - 1] is the hash of the n-gram of that size ending at end;
+    stok/scnt[slo:slo+sn] is the static part S of the last 2-gram, smax its
+    largest count.
     """
     for i in range(nmax - nmin, -1, -1):
         size = nmin + i
         if size > true_len:
             continue  # the n-gram would start before the sequence does
         k0, k1, k2, k3 = ngram_at(seq, end, size)
-        s = lookup(slots, tags, k0, k1, k2, k3)
+        s = lookup_hashed(slots, tags, k0, k1, k2, k3, hashes[size - 1])
         if s < 0:
             continue
         total = slots[s, TOTAL]
@@ -83,10 +89,20 @@ def try_primary(
         max_cs = np.int64(0)
         acc = np.int64(0)
         a = slots[s, START]
-        for j in range(a, a + slots[s, LENGTH]):
+        m = slots[s, LENGTH]
+        # A lone follower wins whatever its static weight, unless count * weight
+        # can wrap: smax bounds every weight of the static part. Each factor is
+        # bounded first, so that the int64 product cannot overflow either.
+        weigh = sn > 0 and (
+            m > 1
+            or total >= _INT32_LIMIT
+            or 100 * smax >= _INT32_LIMIT
+            or total * 100 * smax >= _INT32_LIMIT
+        )
+        for j in range(a, a + m):
             c = np.int64(cnt[j])
             w = np.int64(1)
-            if sn > 0:
+            if weigh:
                 p = find(stok, slo, sn, tok[j])
                 if p >= 0:
                     w = wrap32(100 * np.int64(scnt[p]))
@@ -99,6 +115,33 @@ def try_primary(
             continue
         return best
     return -1
+
+
+@njit(cache=True, _nrt=False)
+def _hash_size(seq, end, size, true_len, nmin, nmax, c_slots, c_tags, d_slots, d_tags):
+    """Hash of the n-gram of this size ending at end (0 if not looked up), prefetched.
+
+    Both tables hash alike, so one hash serves both lookups, and the first
+    slot of every lookup a draft step makes is requested before any is read.
+    """
+    if size < nmin or size > nmax or size > true_len:
+        return np.uint64(0)
+    k0, k1, k2, k3 = ngram_at(seq, end, size)
+    h = ngram_hash(k0, k1, k2, k3)
+    prefetch_slot(c_slots, c_tags, h)
+    prefetch_slot(d_slots, d_tags, h)
+    return h
+
+
+@njit(cache=True, _nrt=False)
+def _hashes(seq, end, true_len, nmin, nmax, c_slots, c_tags, d_slots, d_tags):
+    """(hash of size 1, 2, 3, 4) for try_primary."""
+    return (
+        _hash_size(seq, end, 1, true_len, nmin, nmax, c_slots, c_tags, d_slots, d_tags),
+        _hash_size(seq, end, 2, true_len, nmin, nmax, c_slots, c_tags, d_slots, d_tags),
+        _hash_size(seq, end, 3, true_len, nmin, nmax, c_slots, c_tags, d_slots, d_tags),
+        _hash_size(seq, end, 4, true_len, nmin, nmax, c_slots, c_tags, d_slots, d_tags),
+    )
 
 
 @njit(cache=True, _nrt=False)
@@ -148,14 +191,20 @@ def draft_arrays(
     d = 0
     while d < n_draft:
         end = tail + d
-        key = find_key(keys, fuse, params, buf[end - 2], buf[end - 1], np.int32(-1), np.int32(-1))
+        true_len = n_seq + d
+        a2, b2, pad = buf[end - 2], buf[end - 1], np.int32(-1)
+        hs = key_hash_of(params, a2, b2, pad, pad)
+        prefetch_cells(fuse, params, keys.shape[0], hs)
+        hashes = _hashes(buf, end, true_len, nmin, nmax, c_slots, c_tags, d_slots, d_tags)
+        key = find_key_hashed(keys, fuse, params, a2, b2, pad, pad, hs)
         slo = np.int64(0)
         sn = np.int64(0)
+        smax = np.int64(0)
         if key >= 0:
             slo, sn = span(offsets, stok.shape[0], key)
             if sn == CORRUPT:
                 return CORRUPT
-        true_len = n_seq + d
+            smax = np.int64(stats[key, 1])
         tok = try_primary(
             c_slots,
             c_tags,
@@ -166,12 +215,14 @@ def draft_arrays(
             true_len,
             nmin,
             nmax,
+            hashes,
             LAX_MIN_SAMPLE,
             LAX_MIN_PERCENT,
             stok,
             scnt,
             slo,
             sn,
+            smax,
         )
         if tok < 0:
             tok = try_primary(
@@ -184,12 +235,14 @@ def draft_arrays(
                 true_len,
                 nmin,
                 nmax,
+                hashes,
                 STRICT_MIN_SAMPLE,
                 STRICT_MIN_PERCENT,
                 stok,
                 scnt,
                 slo,
                 sn,
+                smax,
             )
         if tok < 0:
             tok = try_static(stats, key)

@@ -12,6 +12,7 @@ import numpy as np
 from numba import njit
 
 from .constmap import index_of
+from .hashing import key_hash
 
 Frozen = namedtuple("Frozen", "keys offsets stats fuse tokens counts params")
 
@@ -35,10 +36,21 @@ def empty_frozen(width=2):
 
 
 @njit(cache=True, _nrt=False)
+def key_hash_of(params, k0, k1, k2, k3):
+    """The key's hash under this frozen cache's constmap seed."""
+    return key_hash(k0, k1, k2, k3, params[0])
+
+
+@njit(cache=True, _nrt=False)
 def find_key(keys, fuse, params, k0, k1, k2, k3):
     """Index of the key in a frozen cache's keys, or -1 when absent."""
+    return find_key_hashed(keys, fuse, params, k0, k1, k2, k3, key_hash_of(params, k0, k1, k2, k3))
+
+
+@njit(cache=True, _nrt=False)
+def find_key_hashed(keys, fuse, params, k0, k1, k2, k3, h):
     n = keys.shape[0]
-    i = index_of(fuse, params, n, k0, k1, k2, k3)
+    i = index_of(fuse, params, n, h)
     if i < 0 or i >= n:
         return np.int64(-1)
     if keys[i, 0] != k0 or keys[i, 1] != k1:

@@ -44,6 +44,7 @@ import numpy as np
 from numba import njit
 
 from .hashing import key_hash
+from .prefetch import prefetch
 from .search import find, floor_index
 
 Table = namedtuple("Table", "slots tags tok cnt meta")
@@ -103,8 +104,27 @@ def _probe(slots, tags, k01, k23, h):
 @njit(cache=True, _nrt=False)
 def lookup(slots, tags, k0, k1, k2, k3):
     """Row of the n-gram, or -1 if absent."""
-    s = _probe(slots, tags, _pack(k0, k1), _pack(k2, k3), key_hash(k0, k1, k2, k3, _SEED))
+    return lookup_hashed(slots, tags, k0, k1, k2, k3, ngram_hash(k0, k1, k2, k3))
+
+
+@njit(cache=True, _nrt=False)
+def ngram_hash(k0, k1, k2, k3):
+    """The hash every table uses for this n-gram (one per draft step serves all tables)."""
+    return key_hash(k0, k1, k2, k3, _SEED)
+
+
+@njit(cache=True, _nrt=False)
+def lookup_hashed(slots, tags, k0, k1, k2, k3, h):
+    s = _probe(slots, tags, _pack(k0, k1), _pack(k2, k3), h)
     return s if tags[s] else -1
+
+
+@njit(cache=True, _nrt=False)
+def prefetch_slot(slots, tags, h):
+    """Start loading the first slot a probe for hash h reads."""
+    s = np.int64(h & np.uint64(tags.shape[0] - 1))
+    prefetch(tags, s)
+    prefetch(slots, s * ROW)
 
 
 @njit(cache=True)
