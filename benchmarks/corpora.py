@@ -1,12 +1,11 @@
 """Benchmark data: Gutenberg corpus prefixes, their static caches, and the test streams.
 
 Everything is derived from ``../shared`` (see its corpus README) and kept in
-``benchmarks/.data`` so that a second run only measures. Prefixes are cut at
-the last blank line before 25, 50, 100, 200 and 541 MB of text, so each is a
-prefix of the next, as in the blog's series; cut there, a prefix's tokens are
-exactly the first tokens of the whole corpus (pieces are tokenized
-independently), which the driver checks against the parity data's train-25M.
-Tokenizer: llama3 of quicktok-v1, recorded in every cache built here.
+``benchmarks/.data`` so that a second run only measures. The whole training
+text is tokenized once; the "X MB" prefix is its first floor(total * X / 541)
+tokens, so each prefix contains the smaller ones, as in the blog's series.
+That is how the parity data's train-25M was cut (6,144,596 tokens), which
+the driver checks. Tokenizer: llama3 of quicktok-v1, recorded in every cache.
 """
 
 import json
@@ -32,7 +31,7 @@ FULL_MB = 541
 
 
 def _text(max_bytes):
-    """The training text's first max_bytes bytes (decompressed once, cached)."""
+    """The training text, decompressed once (its first max_bytes bytes at least)."""
     DATA.mkdir(parents=True, exist_ok=True)
     path = DATA / "gutenberg-train.txt"
     if not path.exists() or path.stat().st_size < min(max_bytes, 540_913_768):
@@ -46,23 +45,20 @@ def _text(max_bytes):
     return path
 
 
+def full_tokens():
+    """int32 tokens of the whole training text (tokenized once, cached)."""
+    out = DATA / f"train-{FULL_MB}M.{TOKENIZER}.i32"
+    if not out.exists():
+        text = _text(1 << 30)
+        tokens, _ = tokenize(TextFileSource([text]), load_tokenizer(TOKENIZER), DATA / "tokens")
+        tokens.read(0, len(tokens)).tofile(out)
+    return np.fromfile(out, "<i4")
+
+
 def prefix_tokens(mb):
-    """int32 tokens of the corpus prefix of ``mb`` MB (cut at a blank line); cached."""
-    out = DATA / f"train-{mb}M.{TOKENIZER}.i32"
-    if out.exists():
-        return np.fromfile(out, "<i4")
-    limit = int(mb * 1_000_000)
-    text = _text(limit)
-    with open(text, "rb") as f:
-        raw = f.read(limit)
-    cut = raw.rfind(b"\n\n") + 2 if len(raw) >= limit else len(raw)
-    piece = DATA / f"train-{mb}M.txt"
-    piece.write_bytes(raw[:cut])
-    tokens, _ = tokenize(TextFileSource([piece]), load_tokenizer(TOKENIZER), DATA / "tokens")
-    piece.unlink()
-    arr = tokens.read(0, len(tokens))
-    arr.tofile(out)
-    return arr
+    """The first floor(total * mb / 541) tokens of the corpus."""
+    full = full_tokens()
+    return full[: len(full) * mb // FULL_MB]
 
 
 def static_cache(mb):
@@ -95,6 +91,11 @@ def parity_dump(name):
     """Recorded drafts of the reference C++ (P1: no static, P2: 25 MB static)."""
     path = PARITY / f"{name}.ordered.dump.xz"
     with lzma.open(path) as f:
+        return np.frombuffer(f.read(), "<i4")
+
+
+def parity_train_25m():
+    with lzma.open(PARITY / "train-25M.llama3.i32.xz") as f:
         return np.frombuffer(f.read(), "<i4")
 
 

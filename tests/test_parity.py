@@ -5,7 +5,7 @@ import pytest
 
 from conftest import needs_shared
 
-pytestmark = needs_shared
+pytestmark = [needs_shared, pytest.mark.slow]
 
 REPLAYS = {
     "P1": ("test-200k.llama3.i32", None, 4096, 8),

@@ -90,6 +90,7 @@ def test_llamacpp_round_trip(tmp_path):
 
 
 @needs_shared
+@pytest.mark.slow
 def test_converted_llamacpp_static_equals_built(parity_dir, static25, tmp_path):
     converted = StaticCache.from_llamacpp(
         parity_dir / "llamacpp-static-25M.bin", tmp_path / "c.ngd"
@@ -103,6 +104,7 @@ def test_converted_llamacpp_static_equals_built(parity_dir, static25, tmp_path):
 
 
 @needs_shared
+@pytest.mark.slow
 def test_llamacpp_dynamic_file_loads(parity_dir, tmp_path):
     """The dynamic cache llama.cpp held after P3 equals ours after the same replay."""
     from ngramdraft import reference as R

@@ -8,7 +8,7 @@ import numpy as np
 from .cache import NgramCache, as_mutable, file_format
 from .errors import CorruptFileError, NgramdraftError
 from .kernels import table as T
-from .kernels.draft import NGRAM_MAX, NGRAM_MIN, draft
+from .kernels.draft import NGRAM_MAX, NGRAM_MIN, draft_arrays
 from .kernels.frozen import CORRUPT, empty_frozen
 from .static import as_static
 from .validation import as_tokens, check_int, check_ngram_range
@@ -76,17 +76,14 @@ class Drafter:
     def draft(self):
         """Up to n_draft tokens (int32) the model is likely to produce next."""
         self._require_started()
-        d = draft(
-            self._seq,
-            self._n,
-            self.n_draft,
-            self.ngram_min,
-            self.ngram_max,
-            self.context._t,
-            self.dynamic._t,
-            self._frozen,
-            self._buf,
-        )
+        c, dy, f = self.context._t, self.dynamic._t, self._frozen
+        # Arrays, not the tuples holding them: numba types tuple arguments in
+        # Python, which costs more than drafting does.
+        d = draft_arrays(
+            self._seq, self._n, self.n_draft, self.ngram_min, self.ngram_max,
+            c.slots, c.tags, c.tok, c.cnt, dy.slots, dy.tags, dy.tok, dy.cnt,
+            f.keys, f.fuse, f.params, f.offsets, f.stats, f.tokens, f.counts, self._buf,
+        )  # fmt: skip
         if d == CORRUPT:
             raise CorruptFileError(
                 f"{self.static.path}: static cache damaged (see `ngramdraft inspect --verify`)"

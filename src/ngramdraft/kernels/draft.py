@@ -145,20 +145,22 @@ def _hashes(seq, end, true_len, nmin, nmax, c_slots, c_tags, d_slots, d_tags):
 
 
 @njit(cache=True, _nrt=False)
-def try_static(stats, key):
-    """The static cache's own proposal (lax thresholds of NGRAM_STATIC), or -1."""
-    if key < 0:
-        return -1
-    mx = np.int64(stats[key, 1])
-    acc = np.int64(stats[key, 2])
-    if acc < LAX_MIN_SAMPLE[NGRAM_STATIC - 1] or wrap32(100 * mx) < wrap32(
-        LAX_MIN_PERCENT[NGRAM_STATIC - 1] * acc
+def try_static(best, mx, acc):
+    """The static cache's own proposal (lax thresholds of NGRAM_STATIC), or -1.
+
+    best, mx, acc: the part's first strictly largest count's token, that
+    count and the wrapped sum of counts (precomputed in the file's stats).
+    """
+    if (
+        best < 0
+        or acc < LAX_MIN_SAMPLE[NGRAM_STATIC - 1]
+        or wrap32(100 * mx) < wrap32(LAX_MIN_PERCENT[NGRAM_STATIC - 1] * acc)
     ):
         return -1
-    return stats[key, 0]
+    return best
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, nogil=True, _nrt=False)
 def draft_arrays(
     seq,
     n_seq,
@@ -182,7 +184,14 @@ def draft_arrays(
     scnt,
     buf,
 ):
-    """draft() on the caches' arrays (see draft); a hot loop unpacks them once."""
+    """Draft after seq[:n_seq] into buf; returns the count d, or CORRUPT.
+
+    buf (length >= NGRAM_MAX + n_draft) receives the last min(n_seq, NGRAM_MAX)
+    tokens of seq followed by the d drafted tokens. The caches come as their
+    arrays: context (c_*) and dynamic (d_*) tables, and the frozen static
+    cache. Arrays rather than the tuples holding them, because numba types a
+    tuple argument slowly and a hot loop should unpack once.
+    """
     if n_seq < NGRAM_STATIC:
         return 0
     tail = min(n_seq, NGRAM_MAX)
@@ -200,11 +209,13 @@ def draft_arrays(
         slo = np.int64(0)
         sn = np.int64(0)
         smax = np.int64(0)
+        best, mx, acc = -1, np.int64(0), np.int64(0)
         if key >= 0:
             slo, sn = span(offsets, stok.shape[0], key)
             if sn == CORRUPT:
                 return CORRUPT
-            smax = np.int64(stats[key, 1])
+            best, mx, acc = stats[key, 0], np.int64(stats[key, 1]), np.int64(stats[key, 2])
+            smax = mx
         tok = try_primary(
             c_slots,
             c_tags,
@@ -245,41 +256,9 @@ def draft_arrays(
                 smax,
             )
         if tok < 0:
-            tok = try_static(stats, key)
+            tok = try_static(best, mx, acc)
         if tok < 0:
             break
         buf[end] = tok
         d += 1
     return d
-
-
-@njit(cache=True, nogil=True)
-def draft(seq, n_seq, n_draft, nmin, nmax, ctx, dyn, stat, buf):
-    """Draft after seq[:n_seq] into buf; returns the count d, or CORRUPT.
-
-    buf (length >= NGRAM_MAX + n_draft) receives the last min(n_seq, NGRAM_MAX)
-    tokens of seq followed by the d drafted tokens.
-    """
-    return draft_arrays(
-        seq,
-        n_seq,
-        n_draft,
-        nmin,
-        nmax,
-        ctx.slots,
-        ctx.tags,
-        ctx.tok,
-        ctx.cnt,
-        dyn.slots,
-        dyn.tags,
-        dyn.tok,
-        dyn.cnt,
-        stat.keys,
-        stat.fuse,
-        stat.params,
-        stat.offsets,
-        stat.stats,
-        stat.tokens,
-        stat.counts,
-        buf,
-    )

@@ -268,25 +268,44 @@ def ngram_at(seq, end, size):
     return k0, k1, k2, k3
 
 
-@njit(cache=True)
-def update(t, seq, length, nnew, nmin, nmax):
-    """llama.cpp's common_ngram_cache_update over seq[:length]; returns the table.
+@njit(cache=True, _nrt=False)
+def update_arrays(slots, tags, tok, cnt, meta, seq, length, nnew, nmin, nmax, resume):
+    """llama.cpp's common_ngram_cache_update over seq[:length], on a table's arrays.
 
-    Sizes are the outer loop, as upstream: the order changes no count, but it
-    fixes the layout, which keeps the table's contents reproducible. This is
-    replay's hot loop, so the arrays are taken out of the table once and again
-    only after the table grew.
+    Sizes are the outer loop, as upstream. The table is not grown here: the
+    call stops before an insert that does not fit and returns
+    ``position << 2 | status`` (position counts the (size, i) inserts done,
+    status says what must grow); -1 when everything was added. Called again
+    with ``resume = position`` after growing, it goes on where it stopped:
+    an insert either happens whole or not at all.
     """
-    slots, tags, tok, cnt, meta = t
+    position = 0
     for size in range(nmin, nmax + 1):
         for i in range(max(length - nnew, size), length):
-            k0, k1, k2, k3 = ngram_at(seq, i, size)
-            while True:
+            if position >= resume:
+                k0, k1, k2, k3 = ngram_at(seq, i, size)
                 status = _try_add(slots, tags, tok, cnt, meta, k0, k1, k2, k3, seq, i, _ONE, 0, 1)
-                if status == OK:
-                    break
-                slots, tags, tok, cnt, meta = grow(Table(slots, tags, tok, cnt, meta), status)
-    return Table(slots, tags, tok, cnt, meta)
+                if status != OK:
+                    return (position << 2) | status
+            position += 1
+    return -1
+
+
+def update(t, seq, length, nnew, nmin, nmax):
+    """update_arrays, growing the table as needed; returns the table.
+
+    A Python loop on purpose: numba boxes a returned Table slowly, and the
+    table only grows O(log n) times.
+    """
+    resume = 0
+    while True:
+        done = update_arrays(
+            t.slots, t.tags, t.tok, t.cnt, t.meta, seq, length, nnew, nmin, nmax, resume
+        )
+        if done < 0:
+            return t
+        resume = done >> 2
+        t = grow(t, done & 3)
 
 
 @njit(cache=True, _nrt=False)

@@ -1,0 +1,323 @@
+"""The scaling series: latency, open time and memory against static corpus size.
+
+    python benchmarks/scaling.py           # 0, 25, 50, 100, 200, 541 MB; test-200k
+    python benchmarks/scaling.py --quick   # 0, 1, 5 MB; test-20k (smoke check)
+
+Run from the repository root. Every replay runs lookup-stats' protocol
+(n_ctx 4096, n_draft 8, empty dynamic cache) in a fresh process
+(benchmarks/probe.py), so that peak RSS and resident pages are its own.
+Baselines run in the same command: the plain-Python reference
+(ngramdraft.reference, dicts) on the same stream, where its dicts fit in
+memory, and the llama.cpp lookup-file path (parse the legacy file into the
+mutable cache) for every size. Writes benchmarks/results/<stamp>.{json,md,png}
+and benchmarks/results/latest.md.
+"""
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import corpora
+
+RESULTS = corpora.REPO / "benchmarks" / "results"
+PROBE = Path(__file__).resolve().parent / "probe.py"
+# Beyond this the reference's dict-of-dicts static cache outgrows a 24 GiB machine.
+REFERENCE_MAX_MB = 25
+
+
+def probe(*args):
+    out = subprocess.run(
+        [sys.executable, str(PROBE), *map(str, args)], capture_output=True, text=True, check=True
+    )
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def reference_replay(tokens, static_tokens, n_ctx, n_draft):
+    from ngramdraft import reference as R
+
+    static = R.static_cache(static_tokens.tolist()) if static_tokens is not None else None
+    t0 = time.perf_counter()
+    _, n_drafted, n_accept, dump = R.replay(tokens.tolist(), n_ctx, n_draft, static)
+    elapsed = time.perf_counter() - t0
+    return {
+        "n_drafted": n_drafted,
+        "n_accept": n_accept,
+        "t_ms": 1000 * elapsed,
+        "us_per_drafted": 1e6 * elapsed / max(n_drafted, 1),
+        "dump": np.asarray(dump, dtype=np.int32),
+    }
+
+
+def lookup_file_path(mb):
+    """Load the same static cache from a llama.cpp lookup file into the mutable cache."""
+    from ngramdraft import NgramCache
+
+    path = corpora.lookup_file(mb)
+    t0 = time.perf_counter()
+    cache = NgramCache.load(path)
+    return {
+        "t_load_s": time.perf_counter() - t0,
+        "file_bytes": path.stat().st_size,
+        "n_ngrams": len(cache),
+    }
+
+
+def median_open(path, fresh):
+    if fresh:
+        return float(np.median([probe("open", path)["t_open_ms"] for _ in range(5)]))
+    from ngramdraft import StaticCache
+
+    times = []
+    for _ in range(30):
+        t0 = time.perf_counter()
+        StaticCache.open(path, prefault=False)
+        times.append(1000 * (time.perf_counter() - t0))
+    return float(np.median(times))
+
+
+def run(sizes, n_test, n_ctx, n_draft, with_build):
+    tmp = corpora.DATA / "run"
+    tmp.mkdir(parents=True, exist_ok=True)
+    tokens = corpora.test_stream(n_test)
+    stream = tmp / "test.i32"
+    tokens.astype("<i4").tofile(stream)
+    parity = {0: "P1", 25: "P2"} if n_test == 200_000 else {}
+    if 25 in sizes:
+        assert np.array_equal(corpora.prefix_tokens(25), corpora.parity_train_25m())
+    # Compile (or load) every kernel once, so that no measured process compiles.
+    warm = corpora.static_cache(min(s for s in sizes if s))[0].path
+    probe("replay", stream, warm, "--n-ctx", n_ctx, "--n-draft", n_draft)
+    probe("api", stream, warm, "--n-ctx", n_ctx, "--n-draft", n_draft)
+    rows = []
+    for mb in sizes:
+        print(f"--- static corpus {mb} MB", file=sys.stderr, flush=True)
+        row = {"corpus_mb": mb}
+        static_path = None
+        if mb:
+            cache, built = corpora.static_cache(mb)
+            static_path = cache.path
+            size = cache.path.stat().st_size
+            row.update(
+                n_2grams=len(cache),
+                file_mb=size / 1e6,
+                bytes_per_2gram=size / len(cache),
+                n_corpus_tokens=cache.header.n_source_tokens,
+                open_ms_fresh_process=median_open(cache.path, fresh=True),
+                open_ms_in_process=median_open(cache.path, fresh=False),
+            )
+            if built is not None:
+                row["build_s"] = built
+        dump = tmp / f"dump-{mb}.i32"
+        args = [stream] + ([static_path] if static_path else [])
+        rep = probe("replay", *args, "--n-ctx", n_ctx, "--n-draft", n_draft, "--dump", dump)
+        api = probe("api", *args, "--n-ctx", n_ctx, "--n-draft", n_draft)
+        assert (api["n_drafted"], api["n_accept"]) == (rep["n_drafted"], rep["n_accept"])
+        row.update(
+            us_per_drafted=rep["us_per_drafted"],
+            n_drafted=rep["n_drafted"],
+            n_accept=rep["n_accept"],
+            accept_pct=rep["accept"],
+            api_us_per_drafted=api["us_per_drafted"],
+            api_over_replay=api["us_per_drafted"] / rep["us_per_drafted"],
+            peak_rss_mb=rep["peak_rss_kb"] / 1024,
+            static_resident_mb=rep.get("static_resident_kb", 0) / 1024,
+        )
+        if mb in parity:
+            recorded = corpora.parity_dump(parity[mb])
+            row["equals_reference_cpp_drafts"] = bool(
+                np.array_equal(np.fromfile(dump, "<i4"), recorded)
+            )
+        if mb <= REFERENCE_MAX_MB:
+            print(f"    plain-Python reference at {mb} MB", file=sys.stderr, flush=True)
+            ref = reference_replay(
+                tokens, corpora.prefix_tokens(mb) if mb else None, n_ctx, n_draft
+            )
+            assert np.array_equal(ref["dump"], np.fromfile(dump, "<i4")), "drafts differ"
+            row.update(
+                reference_us_per_drafted=ref["us_per_drafted"],
+                speedup_vs_reference=ref["us_per_drafted"] / rep["us_per_drafted"],
+            )
+        if mb:
+            lcp = lookup_file_path(mb)
+            row.update(
+                lookup_file_load_s=lcp["t_load_s"],
+                open_speedup_vs_lookup_file=lcp["t_load_s"] * 1000 / row["open_ms_fresh_process"],
+            )
+        rows.append(row)
+    base = next((r["peak_rss_mb"] for r in rows if r["corpus_mb"] == 0), None)
+    for r in rows:
+        if base is not None and r["corpus_mb"]:
+            r["static_cache_memory_mb"] = r["peak_rss_mb"] - base
+    build = build_series(max(s for s in sizes if s)) if with_build else None
+    return rows, build
+
+
+def build_series(mb):
+    """Build time and peak memory from the token array, without and with --memory-limit 1G."""
+    tokens = corpora.DATA / "run" / f"train-{mb}M.i32"
+    corpora.prefix_tokens(mb).tofile(tokens)
+    out = {}
+    for label, limit in (("no limit", None), ("--memory-limit 1G", "1G")):
+        args = ["build", tokens, corpora.DATA / "run" / "built.ngd"]
+        if limit:
+            args += ["--memory-limit", limit]
+        r = probe(*args)
+        out[label] = {"seconds": r["t_build_s"], "peak_rss_mb": r["peak_rss_kb"] / 1024}
+    return {"corpus_mb": mb, "n_tokens": int(tokens.stat().st_size // 4), "runs": out}
+
+
+def _proc(name, prefix):
+    with open(f"/proc/{name}") as f:
+        return next(line for line in f if line.startswith(prefix))
+
+
+def _proc_field(name, prefix):
+    with open(f"/proc/{name}") as f:
+        line = next((line for line in f if line.startswith(prefix)), None)
+    return line.split(":", 1)[1].strip() if line else ""
+
+
+def machine():
+    import numba
+
+    mem_kb = int(_proc_field("meminfo", "MemTotal").split()[0] or 0)
+    return {
+        "cpu": _proc_field("cpuinfo", "model name") or platform.processor(),
+        "cores": os.cpu_count(),
+        "memory_gib": round(mem_kb / 2**20, 1),
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "numba": numba.__version__,
+        "os": platform.platform(),
+    }
+
+
+COLUMNS = [
+    ("corpus_mb", "static corpus (MB)", "{:g}"),
+    ("n_2grams", "2-grams", "{:,}"),
+    ("file_mb", "file (MB)", "{:.1f}"),
+    ("bytes_per_2gram", "bytes / 2-gram", "{:.1f}"),
+    ("open_ms_fresh_process", "open (ms)", "{:.2f}"),
+    ("us_per_drafted", "replay (us / drafted)", "{:.3f}"),
+    ("api_us_per_drafted", "Drafter API (us / drafted)", "{:.2f}"),
+    ("accept_pct", "accept (%)", "{:.3f}"),
+    ("peak_rss_mb", "peak RSS (MB)", "{:.0f}"),
+    ("static_cache_memory_mb", "static cache memory (MB)", "{:.0f}"),
+    ("static_resident_mb", "mmap resident (MB)", "{:.0f}"),
+    ("speedup_vs_reference", "x plain-Python reference", "{:.0f}"),
+    ("lookup_file_load_s", "llama.cpp file load (s)", "{:.2f}"),
+]
+
+
+def markdown(result):
+    m = result["machine"]
+    lines = [
+        f"# Scaling run {result['stamp']}",
+        "",
+        f"Machine: {m['cpu']}, {m['cores']} cores, {m['memory_gib']} GiB; Python "
+        f"{m['python']}, numba {m['numba']}. Command: `{result['command']}`. Test stream: "
+        f"{result['n_test_tokens']:,} tokens of the held-out Gutenberg text (llama3), "
+        f"n_ctx {result['n_ctx']}, n_draft {result['n_draft']}.",
+        "",
+        "| " + " | ".join(c[1] for c in COLUMNS) + " |",
+        "|" + "---:|" * len(COLUMNS),
+    ]
+    for r in result["rows"]:
+        cells = [fmt.format(r[k]) if r.get(k) is not None else "" for k, _, fmt in COLUMNS]
+        lines.append("| " + " | ".join(cells) + " |")
+    checks = [
+        f"{r['corpus_mb']} MB: {'equal' if r['equals_reference_cpp_drafts'] else 'DIFFERENT'}"
+        for r in result["rows"]
+        if "equals_reference_cpp_drafts" in r
+    ]
+    if checks:
+        lines += [
+            "",
+            "Drafts against llama.cpp's recorded drafts (P1, P2): "
+            + ", ".join(checks)
+            + ". Where the plain-Python reference ran, its drafts are equal too.",
+        ]
+    if result.get("build"):
+        b = result["build"]
+        lines += ["", f"Build from the {b['corpus_mb']} MB token array ({b['n_tokens']:,} tokens):"]
+        for label, r in b["runs"].items():
+            lines.append(f"- {label}: {r['seconds']:.1f} s, peak RSS {r['peak_rss_mb']:.0f} MB")
+    return "\n".join(lines) + "\n"
+
+
+def plot(result, path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = result["rows"]
+    mb = [r["corpus_mb"] for r in rows]
+    fig, (a, b) = plt.subplots(1, 2, figsize=(11, 4))
+    a.plot(mb, [r["us_per_drafted"] for r in rows], "o-", label="replay (numba)")
+    a.plot(mb, [r["api_us_per_drafted"] for r in rows], "s-", label="Drafter API (Python calls)")
+    a.set_xlabel("static corpus (MB)")
+    a.set_ylabel("us per drafted token")
+    a.set_ylim(bottom=0)
+    a.legend()
+    a.set_title("Draft latency")
+    with_static = [r for r in rows if r["corpus_mb"]]
+    x = [r["corpus_mb"] for r in with_static]
+    b.plot(x, [r["file_mb"] for r in with_static], "o-", label="file")
+    b.plot(
+        x,
+        [r.get("static_cache_memory_mb", 0) for r in with_static],
+        "s-",
+        label="static cache memory (peak RSS - no-cache peak)",
+    )
+    b.plot(x, [r["static_resident_mb"] for r in with_static], "^-", label="resident mmap pages")
+    b.set_xlabel("static corpus (MB)")
+    b.set_ylabel("MB")
+    b.legend()
+    b.set_title("Memory")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--quick", action="store_true", help="0, 1, 5 MB and test-20k")
+    p.add_argument("--no-build", action="store_true", help="skip the build series")
+    args = p.parse_args()
+    sizes = [0, 1, 5] if args.quick else [0, 25, 50, 100, 200, corpora.FULL_MB]
+    n_test = 20_000 if args.quick else 200_000
+    t0 = time.perf_counter()
+    rows, build = run(sizes, n_test, 4096, 8, with_build=not args.no_build)
+    stamp = datetime.datetime.now().strftime("%Y-%m-%d-%H%M") + ("-quick" if args.quick else "")
+    result = {
+        "stamp": stamp,
+        "command": "python benchmarks/scaling.py" + (" --quick" if args.quick else ""),
+        "machine": machine(),
+        "n_ctx": 4096,
+        "n_draft": 8,
+        "n_test_tokens": n_test,
+        "rows": rows,
+        "build": build,
+        "seconds": time.perf_counter() - t0,
+    }
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / f"{stamp}.json").write_text(json.dumps(result, indent=1))
+    md = markdown(result)
+    (RESULTS / f"{stamp}.md").write_text(md)
+    (RESULTS / "latest.md").write_text(md)
+    plot(result, RESULTS / f"{stamp}.png")
+    print(md)
+    print(f"{time.perf_counter() - t0:.0f} s; results in {RESULTS}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
