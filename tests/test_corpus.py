@@ -57,7 +57,14 @@ def test_second_tokenize_is_served_from_the_cache(llama3, tmp_path, monkeypatch)
     assert len(tokens) > 0
 
 
-def test_offline_hub_fails_fast_with_directions():
+def test_offline_hub_fails_fast_with_directions(monkeypatch):
+    """Without the hub, load_dataset retries for ~25 s; we fail in seconds, saying what to do."""
+    import datasets
+
+    monkeypatch.setenv(
+        "HF_ENDPOINT", "http://127.0.0.1:9"
+    )  # refused at once, with or without a network
+    before = datasets.config.HF_HUB_OFFLINE
     source = DatasetSource("Salesforce/wikitext", "wikitext-103-raw-v1", "train")
     t0 = time.perf_counter()
     with pytest.raises(CorpusError) as info:
@@ -66,6 +73,7 @@ def test_offline_hub_fails_fast_with_directions():
     message = str(info.value)
     assert "unreachable" in message and "--data-files" in message
     assert "load_dataset('Salesforce/wikitext', 'wikitext-103-raw-v1')" in message
+    assert before == datasets.config.HF_HUB_OFFLINE  # the switch was restored
 
 
 def test_unknown_column_and_missing_files_are_named(tmp_path):

@@ -156,18 +156,21 @@ class DatasetSource:
 def _load_hub(datasets, name, config, kwargs):
     """load_dataset from the hub, failing within seconds when the hub is unreachable.
 
-    Offline, a dataset already in the local Hugging Face cache still loads.
+    Offline, a dataset already in the local Hugging Face cache still loads:
+    the libraries' offline switches are set for this one call, then restored.
     """
-    if not _hub_reachable():
-        import huggingface_hub.constants
+    if _hub_reachable():
+        return datasets.load_dataset(name, config, **kwargs)
+    import huggingface_hub.constants as hub
 
-        datasets.config.HF_HUB_OFFLINE = True
-        huggingface_hub.constants.HF_HUB_OFFLINE = True
-        try:
-            return datasets.load_dataset(name, config, **kwargs)
-        except Exception as e:  # datasets raises several kinds here
-            raise CorpusError(_offline_message(name, config)) from e
-    return datasets.load_dataset(name, config, **kwargs)
+    saved = datasets.config.HF_HUB_OFFLINE, hub.HF_HUB_OFFLINE
+    datasets.config.HF_HUB_OFFLINE = hub.HF_HUB_OFFLINE = True
+    try:
+        return datasets.load_dataset(name, config, **kwargs)
+    except Exception as e:  # datasets raises several kinds here
+        raise CorpusError(_offline_message(name, config)) from e
+    finally:
+        datasets.config.HF_HUB_OFFLINE, hub.HF_HUB_OFFLINE = saved
 
 
 def _hub_reachable():
