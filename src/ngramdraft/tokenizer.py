@@ -8,6 +8,7 @@ tokenizer can be refused. Both adapters import their package lazily; each is
 an optional extra (``ngramdraft[quicktok]``, ``ngramdraft[hf]``).
 """
 
+import importlib
 import os
 from pathlib import Path
 from typing import Protocol
@@ -52,18 +53,23 @@ def identity_of(tokenizer):
     return identity(tokenizer)
 
 
+def _require(module, name, extra):
+    """An optional package, or a CorpusError saying which extra installs it."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as e:
+        raise CorpusError(
+            f"tokenizer {name!r} needs {module}: pip install 'ngramdraft[{extra}]'"
+        ) from e
+
+
 class QuicktokTokenizer:
     """An encoding bundled with the ``quicktok-v1`` package (offline, exact, multithreaded)."""
 
     kind = "quicktok"
 
     def __init__(self, name):
-        try:
-            import quicktok
-        except ImportError as e:
-            raise CorpusError(
-                f"tokenizer {name!r} needs quicktok-v1: pip install 'ngramdraft[quicktok]'"
-            ) from e
+        quicktok = _require("quicktok", name, "quicktok")
         self.name = name
         self._enc = quicktok.get_encoding(name)
         self.n_vocab = self._enc.n_vocab
@@ -79,12 +85,7 @@ class HFTokenizer:
     kind = "huggingface"
 
     def __init__(self, name):
-        try:
-            from tokenizers import Tokenizer as _HF
-        except ImportError as e:
-            raise CorpusError(
-                f"tokenizer {name!r} needs the tokenizers package: pip install 'ngramdraft[hf]'"
-            ) from e
+        _HF = _require("tokenizers", name, "hf").Tokenizer
         self.name = str(name)
         if Path(name).is_file():
             self._tok = _HF.from_file(str(name))

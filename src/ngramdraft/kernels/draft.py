@@ -162,28 +162,12 @@ def try_static(best, mx, acc):
 
 @njit(cache=True, nogil=True, _nrt=False)
 def draft_arrays(
-    seq,
-    n_seq,
-    n_draft,
-    nmin,
-    nmax,
-    c_slots,
-    c_tags,
-    c_tok,
-    c_cnt,
-    d_slots,
-    d_tags,
-    d_tok,
-    d_cnt,
-    keys,
-    fuse,
-    params,
-    offsets,
-    stats,
-    stok,
-    scnt,
+    seq, n_seq, n_draft, nmin, nmax,
+    c_slots, c_tags, c_tok, c_cnt,
+    d_slots, d_tags, d_tok, d_cnt,
+    keys, fuse, params, offsets, stats, stok, scnt,
     buf,
-):
+):  # fmt: skip
     """Draft after seq[:n_seq] into buf; returns the count d, or CORRUPT.
 
     buf (length >= NGRAM_MAX + n_draft) receives the last min(n_seq, NGRAM_MAX)
@@ -217,44 +201,14 @@ def draft_arrays(
             best, mx, acc = stats[key, 0], np.int64(stats[key, 1]), np.int64(stats[key, 2])
             smax = mx
         tok = try_primary(
-            c_slots,
-            c_tags,
-            c_tok,
-            c_cnt,
-            buf,
-            end,
-            true_len,
-            nmin,
-            nmax,
-            hashes,
-            LAX_MIN_SAMPLE,
-            LAX_MIN_PERCENT,
-            stok,
-            scnt,
-            slo,
-            sn,
-            smax,
-        )
+            c_slots, c_tags, c_tok, c_cnt, buf, end, true_len, nmin, nmax, hashes,
+            LAX_MIN_SAMPLE, LAX_MIN_PERCENT, stok, scnt, slo, sn, smax,
+        )  # fmt: skip
         if tok < 0:
             tok = try_primary(
-                d_slots,
-                d_tags,
-                d_tok,
-                d_cnt,
-                buf,
-                end,
-                true_len,
-                nmin,
-                nmax,
-                hashes,
-                STRICT_MIN_SAMPLE,
-                STRICT_MIN_PERCENT,
-                stok,
-                scnt,
-                slo,
-                sn,
-                smax,
-            )
+                d_slots, d_tags, d_tok, d_cnt, buf, end, true_len, nmin, nmax, hashes,
+                STRICT_MIN_SAMPLE, STRICT_MIN_PERCENT, stok, scnt, slo, sn, smax,
+            )  # fmt: skip
         if tok < 0:
             tok = try_static(best, mx, acc)
         if tok < 0:

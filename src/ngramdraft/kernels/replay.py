@@ -41,28 +41,12 @@ def replay_chunk(chunk, chunk_start, n_draft, ctx, dyn, stat, out, buf, dump, co
     n_out = 1
     while n_out < n_ctx:
         d = draft_arrays(
-            out,
-            n_out,
-            n_draft,
-            NGRAM_MIN,
-            NGRAM_MAX,
-            c_slots,
-            c_tags,
-            c_tok,
-            c_cnt,
-            d_slots,
-            d_tags,
-            d_tok,
-            d_cnt,
-            keys,
-            fuse,
-            params,
-            offsets,
-            stats,
-            stok,
-            scnt,
+            out, n_out, n_draft, NGRAM_MIN, NGRAM_MAX,
+            c_slots, c_tags, c_tok, c_cnt,
+            d_slots, d_tags, d_tok, d_cnt,
+            keys, fuse, params, offsets, stats, stok, scnt,
             buf,
-        )
+        )  # fmt: skip
         if d == CORRUPT:
             return CORRUPT
         tail = min(n_out, NGRAM_MAX)
