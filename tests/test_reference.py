@@ -3,6 +3,7 @@
 Small vocabularies make repeats and ties the rule rather than the exception.
 """
 
+import numba
 import numpy as np
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -10,7 +11,13 @@ from hypothesis import strategies as st
 from ngramdraft import Drafter, NgramCache, StaticCache, replay
 from ngramdraft import reference as R
 
-SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# Without the JIT (coverage runs) the kernels are plain Python: fewer examples
+# cover the same paths in reasonable time.
+SETTINGS = settings(
+    max_examples=10 if numba.config.DISABLE_JIT else 150,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 
 
 def streams(max_len=160):

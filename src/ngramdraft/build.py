@@ -210,7 +210,7 @@ def build_static(sources, path, *, memory_limit=None, meta=None, quiet=True):
         keys = np.fromfile(Path(tmp) / "keys", dtype=np.int32).reshape(-1, 2)
         with Progress("constmap", quiet=quiet):
             seed, seglen, segs, fuse = make_constmap(keys)
-        del keys
+        del keys  # the constmap build was the peak; writing needs none of it
         header = Header(
             kind=KIND_STATIC,
             n_keys=n_keys,

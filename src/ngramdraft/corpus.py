@@ -24,6 +24,7 @@ tokenized; the ids of all pieces are concatenated.
 import json
 import os
 import socket
+import sys
 import time
 from pathlib import Path
 from urllib.parse import urlparse
@@ -269,7 +270,7 @@ def tokenize(source, tokenizer, directory, *, quiet=True):
     starts_path = directory / f"tokens-{key}.starts.npy"
     if tokens_path.exists() and starts_path.exists():
         if not quiet:
-            print(f"reusing tokens {tokens_path}")
+            print(f"reusing tokens {tokens_path}", file=sys.stderr)
         return TokenFile(tokens_path), np.load(starts_path)
     starts = []
     n = 0
@@ -286,7 +287,10 @@ def tokenize(source, tokenizer, directory, *, quiet=True):
                 n += len(ids)
     np.save(starts_path, np.asarray(starts, dtype=np.int64))
     if not quiet:
-        print(f"tokenized {n} tokens in {time.perf_counter() - t0:.1f}s -> {tokens_path}")
+        print(
+            f"tokenized {n} tokens in {time.perf_counter() - t0:.1f}s -> {tokens_path}",
+            file=sys.stderr,
+        )
     return TokenFile(tokens_path), np.asarray(starts, dtype=np.int64)
 
 

@@ -28,6 +28,7 @@ from .fileformat import (
 from .fileformat import prefault as fileformat_prefault
 from .kernels.frozen import CORRUPT, Frozen, find_key, span
 from .kernels.triples import span_stats
+from .tokenfile import TokenFile
 from .tokenizer import identity_of
 from .validation import as_tokens, check_cache_arrays, check_ngram
 
@@ -108,8 +109,6 @@ class StaticCache(Cache):
         ``tokens`` is an integer array or a token file (``.i32``/``.bin``/``.npy``,
         see :class:`ngramdraft.tokenfile.TokenFile`), read in chunks.
         """
-        from .tokenfile import TokenFile
-
         source = tokens if isinstance(tokens, TokenFile) else as_tokens(tokens)
         build_static([TokenSource(source)], path, memory_limit=memory_limit, meta=meta, quiet=quiet)
         return cls.open(path)
