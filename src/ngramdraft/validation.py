@@ -14,6 +14,11 @@ def as_tokens(values, name="tokens"):
     booleans, objects and anything that is not one-dimensional.
     """
     arr = np.asarray(values)
+    if arr.dtype == np.int32 and arr.ndim == 1:
+        # The common case in a decoding loop: only negative ids can be out of range.
+        if arr.size and arr.min() < 0:
+            check_token_range(arr, name)
+        return np.ascontiguousarray(arr)
     if arr.size == 0 and arr.ndim == 1:
         return np.zeros(0, dtype=np.int32)
     if arr.dtype == np.bool_ or arr.dtype.kind not in "iu":
