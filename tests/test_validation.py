@@ -1,0 +1,71 @@
+"""Checks between input and the kernels: malformed cache arrays, progress output."""
+
+import io
+
+import numpy as np
+import pytest
+
+from ngramdraft import CorruptFileError
+from ngramdraft.progress import Progress
+from ngramdraft.validation import check_cache_arrays
+
+
+def _arrays():
+    keys = np.array([[1, 2, -1, -1], [3, -1, -1, -1]], dtype=np.int32)
+    offsets = np.array([0, 2, 3], dtype=np.int64)
+    tokens = np.array([4, 7, 5], dtype=np.int32)
+    counts = np.array([1, 2, 3], dtype=np.int32)
+    return keys, offsets, tokens, counts
+
+
+def test_well_made_arrays_pass():
+    check_cache_arrays(*_arrays(), where="x")
+
+
+@pytest.mark.parametrize(
+    ("damage", "words"),
+    [
+        (lambda k, o, t, c: (k, o[:-1], t, c), "sizes disagree"),
+        (lambda k, o, t, c: (k, np.array([0, 3, 3]), t, c), "do not tile"),
+        (
+            lambda k, o, t, c: (np.array([[-5, 2, -1, -1], [3, -1, -1, -1]], np.int32), o, t, c),
+            "negative id",
+        ),
+        (
+            lambda k, o, t, c: (np.array([[1, -1, 2, -1], [3, -1, -1, -1]], np.int32), o, t, c),
+            "padding",
+        ),
+        (lambda k, o, t, c: (k, o, np.array([4, -7, 5], np.int32), c), "negative id or a count"),
+        (lambda k, o, t, c: (k, o, t, np.array([1, 0, 3], np.int32)), "count below 1"),
+        (lambda k, o, t, c: (k, o, np.array([7, 4, 5], np.int32), c), "strictly ascending"),
+    ],
+)
+def test_malformed_arrays_are_named(damage, words):
+    with pytest.raises(CorruptFileError, match=words):
+        check_cache_arrays(*damage(*_arrays()), where="cache.bin")
+
+
+class _Terminal(io.StringIO):
+    def isatty(self):
+        return True
+
+
+def test_progress_shows_rate_and_eta_on_a_terminal():
+    out = _Terminal()
+    with Progress("counting", 1000, " triples", stream=out) as p:
+        p._last = -1.0  # draw now, not 0.2 s from now
+        p.update(250)
+    text = out.getvalue()
+    assert "counting: 250 triples/1.0k triples (25%)" in text and "ETA" in text
+    assert text.endswith("\n")
+
+
+def test_progress_is_silent_elsewhere():
+    out = io.StringIO()
+    with Progress("counting", 10, stream=out) as p:
+        p.update(5)
+    assert out.getvalue() == ""
+    quiet = _Terminal()
+    with Progress("counting", 10, stream=quiet, quiet=True) as p:
+        p.update(5)
+    assert quiet.getvalue() == ""
