@@ -79,7 +79,7 @@ def median_open(path, fresh):
     times = []
     for _ in range(30):
         t0 = time.perf_counter()
-        StaticCache.open(path, prefault=False)
+        StaticCache.open(path)
         times.append(1000 * (time.perf_counter() - t0))
     return float(np.median(times))
 

@@ -16,11 +16,6 @@ PROBE = Path(__file__).resolve().parent / "probe.py"
 
 @pytest.mark.benchmark(group="open the 25 MB static cache")
 def test_open_native(benchmark, static25):
-    benchmark(StaticCache.open, static25.path, prefault=False)
-
-
-@pytest.mark.benchmark(group="open the 25 MB static cache")
-def test_open_native_with_prefault_thread(benchmark, static25):
     benchmark(StaticCache.open, static25.path)
 
 

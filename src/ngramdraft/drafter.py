@@ -45,8 +45,10 @@ class Drafter:
         self.n_draft = check_int(n_draft, "n_draft", 1, MAX_DRAFT)
         self.ngram_min, self.ngram_max = check_ngram_range(ngram_min, ngram_max)
         self.static = None if static is None else as_static(static)
-        if self.static is not None and tokenizer is not None:
-            self.static.check_tokenizer(tokenizer)
+        if self.static is not None:
+            if tokenizer is not None:
+                self.static.check_tokenizer(tokenizer)
+            self.static.prefault()
         self._frozen = empty_frozen() if self.static is None else self.static._frozen
         self._save_to = None
         if isinstance(dynamic, str | os.PathLike):

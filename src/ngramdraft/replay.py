@@ -57,7 +57,10 @@ def replay(tokens, n_ctx=4096, n_draft=8, static=None, dynamic=None, *, dump=Fal
     n_ctx = check_int(n_ctx, "n_ctx", 2)
     n_draft = check_int(n_draft, "n_draft", 1, 4096)
     t0 = time.perf_counter()
-    frozen = empty_frozen() if static is None else as_static(static)._frozen
+    static = None if static is None else as_static(static)
+    frozen = empty_frozen() if static is None else static._frozen
+    if static is not None:
+        static.prefault()
     dyn = as_mutable(dynamic, "dynamic")
     dyn_t = T.merge(T.new_table(), dyn._t) if dyn is dynamic else dyn._t
     t_load = time.perf_counter() - t0

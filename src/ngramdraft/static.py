@@ -48,6 +48,7 @@ class StaticCache(Cache):
         self.header = header
         self.meta = meta
         self.path = Path(path)
+        self._prefault = None
         k, n = header.n_keys, header.n_entries
 
         def arr(name, dtype, shape):
@@ -78,14 +79,13 @@ class StaticCache(Cache):
     # -- creating and opening ------------------------------------------------
 
     @classmethod
-    def open(cls, path, *, verify=False, tokenizer=None, prefault=True):
+    def open(cls, path, *, verify=False, tokenizer=None):
         """Open a static cache file (memory-mapped, read-only).
 
         ``verify`` also checks every section's checksum (reads the whole file).
         ``tokenizer`` (a name, or an object with an ``identity`` dict) makes the
         open fail with TokenizerMismatchError if the cache records another one.
-        ``prefault`` maps the file's pages in a background thread (see
-        :func:`ngramdraft.fileformat.prefault`); open itself reads one page.
+        Opening reads one page; :meth:`prefault` maps the rest in the background.
         """
         mm, header = map_file(path)
         if header.kind != KIND_STATIC:
@@ -94,8 +94,6 @@ class StaticCache(Cache):
                 "(load it with NgramCache.load)"
             )
         cache = cls(mm, header, read_meta(mm, header, path), path)
-        if prefault:
-            fileformat_prefault(mm)
         if verify:
             cache.verify()
         if tokenizer is not None:
@@ -156,6 +154,16 @@ class StaticCache(Cache):
             return cls.open(tmp)
         finally:
             os.unlink(tmp)
+
+    def prefault(self):
+        """Map the file's pages in a background thread, once (Drafter and replay call it).
+
+        Drafting reads at random, so otherwise its first lookups take page
+        faults. Not done by open, which stays one page read whatever the size.
+        """
+        if self._prefault is None:
+            self._prefault = fileformat_prefault(self._mm) or False
+        return self._prefault
 
     # -- the Cache interface -------------------------------------------------
 
