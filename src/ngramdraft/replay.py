@@ -59,8 +59,8 @@ def replay(tokens, n_ctx=4096, n_draft=8, static=None, dynamic=None, *, dump=Fal
     t0 = time.perf_counter()
     static = None if static is None else as_static(static)
     frozen = empty_frozen() if static is None else static._frozen
-    if static is not None:
-        static.prefault()
+    if static is not None and (populating := static.prefault()):
+        populating.join()  # mapping the pages is loading, timed as t_load, not t_draft
     dyn = as_mutable(dynamic, "dynamic")
     dyn_t = T.merge(T.new_table(), dyn._t) if dyn is dynamic else dyn._t
     t_load = time.perf_counter() - t0
