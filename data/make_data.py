@@ -54,8 +54,10 @@ def main():
     tok = load_tokenizer("llama3")
     scratch = HERE / ".tokens"
     paths = sorted((HERE / "gutenberg").glob("*.txt"))
-    for source, target in ((paths, "gutenberg.llama3.i32"),
-                           ([HERE / "heldout-uneasy-money.txt"], "heldout.llama3.i32")):
+    for source, target in (
+        (paths, "gutenberg.llama3.i32"),
+        ([HERE / "heldout-uneasy-money.txt"], "heldout.llama3.i32"),
+    ):
         tokens, _ = tokenize(TextFileSource(source), tok, scratch)
         shutil.copyfile(tokens.path, HERE / target)
     shutil.rmtree(scratch)
