@@ -42,6 +42,7 @@ CASES = {
     "misaligned-section.ngd": (OPEN, CorruptFileError, "aligned"),
     "absurd-counts.ngd": (OPEN, CorruptFileError, "n_keys 1000000000000"),
     "dynamic-not-static.ngd": (OPEN, WrongFileKindError, "dynamic cache"),
+    "dynamic-bitflip-counts.ngd": (LOAD, ChecksumError, "counts section"),
     "lookup-truncated.bin": (LOAD, TruncatedFileError, "past the end"),
     "lookup-odd-size.bin": (LOAD, WrongFileKindError, "whole number of int32"),
     "lookup-no-followers.bin": (LOAD, WrongFileKindError, "no followers"),

@@ -12,12 +12,15 @@ from .errors import InvalidParameterError
 from .fileformat import (
     HEADER_SIZE,
     KIND_DYNAMIC,
+    KIND_NAMES,
     MAGIC,
     NATIVE_SUFFIX,
     Header,
     map_file,
     parse_header,
+    read_header,
     section_array,
+    verify_sections,
     write_file,
 )
 from .kernels import table as T
@@ -82,6 +85,13 @@ class Cache(abc.ABC):
         )
 
 
+def file_kind(path):
+    """'static' or 'dynamic' for a native cache file, 'llama.cpp lookup file' otherwise."""
+    if file_format(path) == "llamacpp":
+        return "llama.cpp lookup file"
+    return KIND_NAMES[read_header(path).kind]
+
+
 def file_format(path):
     """'native' if the file starts with the ngramdraft magic, else 'llamacpp'.
 
@@ -122,11 +132,16 @@ class NgramCache(Cache):
 
     @classmethod
     def load(cls, path, role="dynamic"):
-        """Load a native cache file (static or dynamic) or a llama.cpp lookup file."""
+        """Load a native cache file (static or dynamic) or a llama.cpp lookup file.
+
+        Loading reads every byte anyway, so a native file's checksums are
+        always verified, and every record is checked before the table is built.
+        """
         new = cls(role)
         fmt = file_format(path)
         if fmt == "native":
             mm, header = map_file(path)
+            verify_sections(mm, header, path)
             arrays = _native_arrays(mm, header)
         else:
             arrays = llamacpp.read(path)

@@ -12,9 +12,8 @@ from pathlib import Path
 
 from ._version import __version__
 from .atomic import atomic_output
-from .cache import NgramCache, file_format
+from .cache import NgramCache, file_format, file_kind
 from .errors import InvalidParameterError, NgramdraftError
-from .fileformat import KIND_NAMES, KIND_STATIC, read_header
 from .replay import replay
 from .static import StaticCache, as_static
 from .tokenfile import RAW_SUFFIXES, TokenFile
@@ -178,35 +177,30 @@ def cmd_convert(args):
 
 def _open_any(path):
     """A native static cache opened, anything else loaded into memory."""
-    if file_format(path) == "native" and read_header(path).kind == KIND_STATIC:
-        return StaticCache.open(path)
-    return NgramCache.load(path)
+    return StaticCache.open(path) if file_kind(path) == "static" else NgramCache.load(path)
 
 
 def cmd_inspect(args):
-    if file_format(args.cache) == "native" and read_header(args.cache).kind == KIND_STATIC:
+    kind = file_kind(args.cache)
+    if kind == "static":
         cache = StaticCache.open(args.cache)
         if args.verify:
             cache.verify(deep=True)
         info = cache.info()
     else:
-        cache = NgramCache.load(args.cache)
-        keys, _, _, _ = cache.arrays()
+        cache = NgramCache.load(args.cache)  # checks checksums and every record
+        if args.verify:
+            cache._check()
+        keys = cache.arrays()[0]
         sizes = (keys >= 0).sum(axis=1)
         info = {
             "path": args.cache,
-            "kind": (
-                KIND_NAMES[read_header(args.cache).kind]
-                if file_format(args.cache) == "native"
-                else "llama.cpp lookup file"
-            ),
+            "kind": kind,
             "file_bytes": Path(args.cache).stat().st_size,
             "n_ngrams": len(cache),
             "n_entries": cache.n_entries,
             "ngrams_by_size": {int(n): int((sizes == n).sum()) for n in range(1, 5)},
         }
-        if args.verify:
-            cache._check()  # loading validated every record; this checks the table built
     if args.verify:
         info["verified"] = True
     if args.json:

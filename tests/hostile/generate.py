@@ -99,6 +99,10 @@ def main():
     dyn.update(TOKENS)
     dyn.save(HERE / "_dyn.ngd")
     files["dynamic-not-static.ngd"] = (HERE / "_dyn.ngd").read_bytes()
+    raw = bytearray(files["dynamic-not-static.ngd"])
+    offset, size = section(raw, "counts")
+    raw[offset + size // 2] ^= 0x01
+    files["dynamic-bitflip-counts.ngd"] = raw
     (HERE / "_dyn.ngd").unlink()
 
     def words(*values):
