@@ -288,7 +288,7 @@ def tokenize(source, tokenizer, directory, *, quiet=True):
     np.save(starts_path, np.asarray(starts, dtype=np.int64))
     if not quiet:
         print(
-            f"tokenized {n} tokens in {time.perf_counter() - t0:.1f}s -> {tokens_path}",
+            f"tokenized {n} tokens in {time.perf_counter() - t0:.2f} s -> {tokens_path}",
             file=sys.stderr,
         )
     return TokenFile(tokens_path), np.asarray(starts, dtype=np.int64)
