@@ -9,7 +9,6 @@ from pathlib import Path
 
 import numpy as np
 
-from .atomic import atomic_output
 from .errors import CorpusError, InvalidTokensError
 from .validation import check_token_range
 
@@ -82,14 +81,3 @@ def _npy_layout(path):
     if os.path.getsize(path) < offset + n * dtype.itemsize:
         raise InvalidTokensError(f"{path}: truncated, the header promises {n} tokens")
     return offset, dtype, n
-
-
-def save_tokens(tokens, path):
-    """Write tokens as little-endian int32 (``.i32``/``.bin``) or ``.npy``, atomically."""
-    path = Path(path)
-    tokens = np.ascontiguousarray(tokens, dtype="<i4")
-    with atomic_output(path) as f:
-        if path.suffix == ".npy":
-            np.save(f, tokens)
-        else:
-            tokens.tofile(f)
