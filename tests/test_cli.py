@@ -138,3 +138,21 @@ def test_parse_size():
     assert parse_size("512M") == 512 << 20
     assert parse_size("1.5GiB") == 3 << 29
     assert parse_size("2048") == 2048
+
+
+def test_short_streams_replay_nothing(cli, tmp_path):
+    """A stream no longer than n_ctx has no chunk: every count is 0, n_predict too."""
+    for n in (0, 1, 8):
+        path = tmp_path / f"t{n}.i32"
+        np.arange(n, dtype="<i4").tofile(path)
+        status, out, _ = cli("replay", path, "--n-ctx", 8, "--n-draft", 2, "--json")
+        summary = json.loads(out)
+        assert status == 0 and summary["n_predict"] == 0 and summary["n_calls"] == 0
+
+
+def test_missing_output_directory_is_named(cli, tmp_path):
+    status, _, err = cli(
+        "build-static", DATA / "heldout.llama3.i32", "-o", tmp_path / "no" / "such" / "c.ngd"
+    )
+    assert status == 1
+    assert err == f"ngramdraft: error: {tmp_path / 'no' / 'such'}: no such directory\n"

@@ -1,9 +1,18 @@
 """Atomic file replacement: a crash leaves the old file or the new one, never half of one."""
 
 import contextlib
+import errno
 import os
 import tempfile
 from pathlib import Path
+
+
+def output_directory(path):
+    """The directory ``path`` will be written in; a named error if it does not exist."""
+    directory = Path(path).parent
+    if not directory.is_dir():
+        raise FileNotFoundError(errno.ENOENT, "no such directory", str(directory))
+    return directory
 
 
 @contextlib.contextmanager
@@ -15,7 +24,7 @@ def atomic_output(path):
     left as it was.
     """
     path = Path(path)
-    directory = path.parent if str(path.parent) else Path(".")
+    directory = output_directory(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
     try:
         with os.fdopen(fd, "w+b") as f:

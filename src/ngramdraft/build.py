@@ -25,6 +25,7 @@ from pathlib import Path
 import numpy as np
 
 from ._version import __version__
+from .atomic import output_directory
 from .errors import InvalidParameterError, InvalidTokensError
 from .fileformat import KIND_STATIC, Header, write_file
 from .kernels import triples as K
@@ -202,7 +203,7 @@ def build_static(sources, path, *, memory_limit=None, meta=None, quiet=True):
     bounds = plan_ranges(histogram, pass_budget(memory_limit))
 
     with (
-        tempfile.TemporaryDirectory(prefix=f".{path.name}.", dir=path.parent) as tmp,
+        tempfile.TemporaryDirectory(prefix=f".{path.name}.", dir=output_directory(path)) as tmp,
         contextlib.ExitStack() as stack,
     ):
         spool = {name: stack.enter_context(open(Path(tmp) / name, "w+b")) for name in _SPOOLED}

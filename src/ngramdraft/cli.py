@@ -147,7 +147,6 @@ def cmd_replay(args):
         with atomic_output(args.dump) as f:
             result.dump.astype("<i4").tofile(f)
     summary = result.to_dict()
-    summary["n_predict"] = (len(seq) - 1) // args.n_ctx * args.n_ctx
     if args.json:
         print(json.dumps(summary))
         return

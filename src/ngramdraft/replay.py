@@ -20,6 +20,7 @@ from .validation import as_tokens, check_int
 class ReplayResult:
     n_ctx: int
     n_draft: int
+    n_predict: int  # tokens replayed: n_ctx times the number of chunks
     n_calls: int
     n_drafted: int
     n_accept: int
@@ -125,6 +126,7 @@ def replay(tokens, n_ctx=4096, n_draft=8, static=None, dynamic=None, *, dump=Fal
     return ReplayResult(
         n_ctx=n_ctx,
         n_draft=n_draft,
+        n_predict=len(starts) * n_ctx,
         n_calls=int(counters[0]),
         n_drafted=int(counters[1]),
         n_accept=int(counters[2]),
