@@ -186,7 +186,7 @@ def build_static(sources, path, *, memory_limit=None, meta=None, quiet=True):
     Returns the file's Header.
     """
     path = Path(path)
-    total_tokens = sum(len(s.tokens) for s in sources if isinstance(s, TokenSource))
+    total_tokens = sum(s.n_tokens for s in sources if isinstance(s, TokenSource))
     with Progress("scanning", total_tokens or None, " tok", quiet=quiet) as p:
         for s in sources:
             s.scan(p)

@@ -68,7 +68,7 @@ def replay(tokens, n_ctx=4096, n_draft=8, static=None, dynamic=None, *, dump=Fal
 
     # A chunk adds fewer than 4 * n_ctx n-grams, and a part's pool rooms sum to
     # less than four times its length: sized so, the context never grows.
-    ctx = T.new_table(slots=1 << (8 * n_ctx).bit_length(), pool=16 * n_ctx)
+    ctx = T.new_table(slots=1 << (8 * n_ctx - 1).bit_length(), pool=16 * n_ctx)
     out = np.zeros(n_ctx, dtype=np.int32)
     buf = np.zeros(NGRAM_MAX + n_draft, dtype=np.int32)
     counters = np.zeros(4, dtype=np.int64)
