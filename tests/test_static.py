@@ -130,3 +130,14 @@ def test_tokens_beyond_packing_range_are_refused(tmp_path):
     with pytest.raises(InvalidTokensError, match="ids up to 2097151"):
         StaticCache.build([1, 2, 2**21], tmp_path / "s.ngd")
     assert not (tmp_path / "s.ngd").exists()
+
+
+def test_merge_keeps_the_tokenizer_of_any_input(tmp_path):
+    """An input without a recorded tokenizer may come first; the merge still records it."""
+    meta = {"tokenizer": {"name": "llama3", "fingerprint": "abc"}}
+    plain = tmp_path / "plain.ngd"
+    named = tmp_path / "named.ngd"
+    build_static([TokenSource(_rng_tokens(8, 500, 20))], plain)
+    build_static([TokenSource(_rng_tokens(9, 500, 20))], named, meta=meta)
+    merged = StaticCache.merge([plain, named], tmp_path / "m.ngd")
+    assert merged.meta["tokenizer"] == meta["tokenizer"]

@@ -32,7 +32,6 @@ from urllib.parse import urlparse
 import numpy as np
 import xxhash
 
-from ._version import __version__
 from .atomic import atomic_output
 from .build import TokenSource, build_static
 from .errors import CorpusError, InvalidParameterError
@@ -341,7 +340,6 @@ def build_from_args(args):
         sources = [TokenSource(tokens, starts=starts if args.separate_documents else None)]
         meta["tokenizer"] = identity(tokenizer)
         meta["corpus"] = source.identity
-    meta["ngramdraft"] = __version__
     return build_static(
         sources, args.output, memory_limit=args.memory_limit, meta=meta, quiet=args.quiet
     )

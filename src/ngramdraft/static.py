@@ -136,7 +136,7 @@ class StaticCache(Cache):
             )
         meta = {"merged_from": [c.path.name for c in caches]}
         if names:
-            meta["tokenizer"] = caches[0].meta["tokenizer"]
+            meta["tokenizer"] = next(c.meta["tokenizer"] for c in caches if c.tokenizer_name)
         sources = [
             SpanSource(*c.arrays(), n_source_tokens=c.header.n_source_tokens) for c in caches
         ]
