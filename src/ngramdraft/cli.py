@@ -13,10 +13,12 @@ from pathlib import Path
 from ._version import __version__
 from .atomic import atomic_output
 from .cache import NgramCache, file_format, file_kind
+from .corpus import TextFileSource, add_corpus_arguments, build_from_args, cache_dir, tokenize
 from .errors import InvalidParameterError, NgramdraftError
 from .replay import replay
 from .static import StaticCache, as_static
 from .tokenfile import RAW_SUFFIXES, TokenFile
+from .tokenizer import load_tokenizer
 
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 
@@ -64,8 +66,6 @@ def _parser():
         help="target peak memory, e.g. 1G (default: one pass)",
     )
     b.add_argument("-q", "--quiet", action="store_true")
-    from .corpus import add_corpus_arguments
-
     add_corpus_arguments(b)
 
     r = sub.add_parser("replay", help="replay a token file as llama.cpp's lookup-stats does")
@@ -103,8 +103,6 @@ def _parser():
 
 
 def cmd_build_static(args):
-    from .corpus import build_from_args
-
     header = build_from_args(args)
     _say(
         args,
@@ -114,9 +112,6 @@ def cmd_build_static(args):
 
 
 def cmd_replay(args):
-    from .corpus import TextFileSource, cache_dir, tokenize
-    from .tokenizer import load_tokenizer
-
     tokenizer = load_tokenizer(args.tokenizer) if args.tokenizer else None
     if Path(args.tokens).suffix in (*RAW_SUFFIXES, ".npy"):
         tokens = TokenFile(args.tokens)
@@ -131,14 +126,13 @@ def cmd_replay(args):
     static = as_static(args.static) if args.static else None
     if static is not None and tokenizer is not None:
         static.check_tokenizer(tokenizer)
-    dynamic = NgramCache.load(args.dynamic) if args.dynamic else None
     t_load = 1000 * (time.perf_counter() - t0)
-    result = replay(
+    result = replay(  # given a path, replay loads the dynamic cache itself (and times it)
         seq,
         args.n_ctx,
         args.n_draft,
         static,
-        dynamic,
+        args.dynamic,
         dump=bool(args.dump),
         quiet=args.quiet or args.json,
     )
