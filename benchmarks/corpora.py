@@ -16,9 +16,10 @@ from pathlib import Path
 
 import numpy as np
 
-from ngramdraft import StaticCache
+from ngramdraft import StaticCache, UnsupportedVersionError
 from ngramdraft.build import TokenSource, build_static
 from ngramdraft.corpus import TextFileSource, tokenize
+from ngramdraft.fileformat import read_header
 from ngramdraft.tokenizer import identity, load_tokenizer
 
 REPO = Path(__file__).resolve().parents[1]
@@ -65,13 +66,22 @@ def static_cache(mb):
     """(StaticCache of the mb-MB prefix, build seconds or None if it was cached)."""
     path = DATA / f"static-{mb}M.ngd"
     built = None
-    if not path.exists():
+    if not _readable(path):
         tokens = prefix_tokens(mb)
         meta = {"tokenizer": identity(load_tokenizer(TOKENIZER)), "corpus": f"gutenberg {mb}M"}
         t0 = time.perf_counter()
         build_static([TokenSource(tokens)], path, meta=meta)
         built = time.perf_counter() - t0
     return StaticCache.open(path), built
+
+
+def _readable(path):
+    """False for a missing file or one an older ngramdraft wrote (rebuilt, not failed on)."""
+    try:
+        read_header(path)
+    except (FileNotFoundError, UnsupportedVersionError):
+        return False
+    return True
 
 
 def lookup_file(mb):

@@ -23,6 +23,7 @@ HOSTILE = Path(__file__).parent / "hostile"
 # file -> (what is done with it, error, words the message must contain)
 OPEN = "open"  # StaticCache.open
 VERIFY = "verify"  # opens fine, StaticCache.verify() raises
+DEEP = "deep"  # checksums are right, StaticCache.verify(deep=True) raises
 LOAD = "load"  # NgramCache.load
 TOKENS = "tokens"  # TokenFile(...).read
 CASES = {
@@ -36,6 +37,9 @@ CASES = {
     "bitflip-fuse.ngd": (VERIFY, ChecksumError, "fuse section"),
     "bitflip-offsets.ngd": (VERIFY, ChecksumError, "offsets section"),
     "future-version.ngd": (OPEN, UnsupportedVersionError, "version 99"),
+    "old-version.ngd": (OPEN, UnsupportedVersionError, "rebuild it"),
+    "absurd-max-count.ngd": (OPEN, CorruptFileError, "max_count 2147483648"),
+    "max-count-lie.ngd": (DEEP, CorruptFileError, "max_count is 1"),
     "big-endian.ngd": (OPEN, CorruptFileError, "byte-order mark"),
     "wrong-section-size.ngd": (OPEN, CorruptFileError, "keys section is"),
     "overlapping-sections.ngd": (OPEN, CorruptFileError, "overlap"),
@@ -64,6 +68,8 @@ def _do(action, path):
         StaticCache.open(path)
     elif action == VERIFY:
         StaticCache.open(path).verify()
+    elif action == DEEP:
+        StaticCache.open(path).verify(deep=True)
     elif action == LOAD:
         NgramCache.load(path)
     else:
@@ -109,6 +115,9 @@ def test_lying_offsets_are_caught_without_crashing():
     cache.verify()  # every checksum is right
     with pytest.raises(CorruptFileError, match="follower spans"):
         cache.verify(deep=True)
-    tokens = (np.arange(400) * 7919 % 97).astype(np.int32)
+    # A context n-gram with two followers makes drafting weigh them with the
+    # static part of (a, b), so the kernel must read that span's offsets.
+    a, b, c, d = (np.arange(7) * 7919 % 97)[[1, 2, 3, 6]]
+    tokens = np.array([a, b, c] * 3 + [a, b, d] + [a, b, c] * 30, dtype=np.int32)
     with pytest.raises(CorruptFileError, match="damaged"):
         replay(tokens, 64, 4, static=cache)

@@ -9,6 +9,9 @@ from conftest import needs_shared
 from ngramdraft import NgramCache, StaticCache, replay
 from ngramdraft.build import TokenSource, build_static, plan_ranges
 from ngramdraft.fileformat import SECTIONS
+from ngramdraft.kernels.constmap import value_of
+from ngramdraft.kernels.draft import try_static
+from ngramdraft.kernels.frozen import DRAFTS, find_key, key_hash_of, may_draft
 
 
 def _rng_tokens(seed, n, vocab):
@@ -25,6 +28,27 @@ def test_absent_2grams_never_return_followers(tmp_path):
         toks, _ = cache.followers((a, b))
         assert (len(toks) > 0) == ((a, b) in present)
     assert len(cache.followers((5,))[0]) == 0  # not a 2-gram: absent, not an error
+
+
+def test_constmap_flags_say_which_keys_draft(tmp_path):
+    """The DRAFTS bit of every key's value is set exactly when its stats draft alone,
+    and a clear bit is an exact "no static-only draft" for any probe."""
+    tokens = _rng_tokens(5, 30000, 60)  # a small vocabulary: many keys pass, many fail
+    cache = StaticCache.build(tokens, tmp_path / "s.ngd")
+    f = cache._frozen
+    flags = []
+    for k, (a, b) in enumerate(f.keys.tolist()):
+        h = np.uint64(key_hash_of(f.params, a, b, -1, -1))
+        assert value_of(f.fuse, f.params, len(f.keys), h) & (DRAFTS - 1) == k
+        flags.append(bool(may_draft(f.fuse, f.params, len(f.keys), h)))
+        assert flags[-1] == (try_static(*(int(x) for x in f.stats[k])) >= 0)
+    assert 0 < sum(flags) < len(flags)
+    for a, b in _rng_tokens(6, (5000, 2), 90).reshape(-1, 2).tolist():
+        h = np.uint64(key_hash_of(f.params, a, b, -1, -1))
+        k = find_key(f.keys, f.fuse, f.params, a, b, -1, -1)
+        drafts = k >= 0 and try_static(*(int(x) for x in f.stats[k])) >= 0
+        assert drafts <= bool(may_draft(f.fuse, f.params, len(f.keys), h))
+    assert cache.header.max_count == f.counts.max()
 
 
 def test_open_reads_no_data(tmp_path):

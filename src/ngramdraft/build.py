@@ -27,10 +27,11 @@ import numpy as np
 from ._version import __version__
 from .atomic import output_directory
 from .errors import InvalidParameterError, InvalidTokensError
-from .fileformat import KIND_STATIC, Header, write_file
+from .fileformat import KIND_STATIC, MAX_KEYS, Header, write_file
 from .kernels import triples as K
 from .kernels.constmap import build as build_fuse
 from .kernels.constmap import fuse_shape, key_hashes
+from .kernels.draft import constmap_values
 from .progress import Progress
 from .tokenfile import CHUNK, TokenFile
 
@@ -207,11 +208,20 @@ def build_static(sources, path, *, memory_limit=None, meta=None, quiet=True):
         contextlib.ExitStack() as stack,
     ):
         spool = {name: stack.enter_context(open(Path(tmp) / name, "w+b")) for name in _SPOOLED}
-        n_keys, n_entries, top = _count(sources, bounds, bits, histogram, spool, quiet)
+        values = stack.enter_context(open(Path(tmp) / "values", "w+b"))
+        n_keys, n_entries, top, max_count = _count(
+            sources, bounds, bits, histogram, spool, values, quiet
+        )
+        values.flush()
+        if n_keys >= MAX_KEYS:
+            raise InvalidParameterError(
+                f"{n_keys} distinct 2-grams: a static cache holds fewer than {MAX_KEYS}"
+            )
         keys = np.fromfile(Path(tmp) / "keys", dtype=np.int32).reshape(-1, 2)
+        values = np.fromfile(Path(tmp) / "values", dtype=np.uint32)
         with Progress("constmap", quiet=quiet):
-            seed, seglen, segs, fuse = make_constmap(keys)
-        del keys  # the constmap build was the peak; writing needs none of it
+            seed, seglen, segs, fuse = make_constmap(keys, values)
+        del keys, values  # the constmap build was the peak; writing needs none of it
         header = Header(
             kind=KIND_STATIC,
             n_keys=n_keys,
@@ -221,6 +231,7 @@ def build_static(sources, path, *, memory_limit=None, meta=None, quiet=True):
             fuse_segment_count=segs,
             max_token=top,
             n_source_tokens=sum(s.n_tokens for s in sources),
+            max_count=max_count,
         )
         meta = {"created_by": f"ngramdraft {__version__}", **(meta or {})}
         for f in spool.values():
@@ -234,12 +245,13 @@ def build_static(sources, path, *, memory_limit=None, meta=None, quiet=True):
 _SPOOLED = ("keys", "offsets", "stats", "tokens", "counts")
 
 
-def _count(sources, bounds, bits, histogram, spool, quiet):
-    """Run the passes, appending each one's sections to the spool files.
+def _count(sources, bounds, bits, histogram, spool, values, quiet):
+    """Run the passes, appending each one's sections to the spool files and
+    its keys' constmap values to ``values``.
 
-    Returns (keys, entries, largest id written).
+    Returns (keys, entries, largest id written, largest count).
     """
-    n_keys = n_entries = 0
+    n_keys = n_entries = max_count = 0
     top = -1
     with Progress("counting", int(histogram.sum()), " triples", quiet=quiet) as progress:
         for lo, hi in itertools.pairwise(bounds):
@@ -260,19 +272,21 @@ def _count(sources, bounds, bits, histogram, spool, quiet):
             }
             for name in _SPOOLED:
                 parts[name].tofile(spool[name])
+            constmap_values(stats, n_keys).tofile(values)
             n_keys += k
             n_entries += len(tok)
             if k:
                 top = max(top, int(keys.max()), int(tok.max()))
+                max_count = max(max_count, int(stats[:, 1].max()))
             progress.update(int(histogram[lo:hi].sum()))
     np.array([n_entries], dtype=np.int64).tofile(spool["offsets"])
     for f in spool.values():
         f.flush()
-    return n_keys, n_entries, top
+    return n_keys, n_entries, top, max_count
 
 
-def make_constmap(keys):
-    """(seed, segment_length, segment_count, fuse) for a distinct key array.
+def make_constmap(keys, values):
+    """(seed, segment_length, segment_count, fuse) mapping keys[i] to values[i].
 
     Peeling fails with small probability (or when two keys' 64-bit hashes
     collide); each retry takes another seed, and repeated failures widen the
@@ -283,7 +297,7 @@ def make_constmap(keys):
     for attempt in range(_FUSE_TRIES):
         seglen, segs = fuse_shape(len(keys), slack=0.1 * (attempt // 8))
         seed = np.uint64(attempt + 1)
-        fuse = build_fuse(key_hashes(keys, seed), seglen, segs)
+        fuse = build_fuse(key_hashes(keys, seed), values, seglen, segs)
         if len(fuse):
             return int(seed), seglen, segs, fuse
     raise RuntimeError(f"constmap construction failed {_FUSE_TRIES} times for {len(keys)} keys")

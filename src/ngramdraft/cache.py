@@ -24,6 +24,7 @@ from .fileformat import (
     write_file,
 )
 from .kernels import table as T
+from .kernels.draft import constmap_values
 from .kernels.triples import span_stats
 from .validation import as_tokens, check_cache_arrays, check_int, check_ngram, check_ngram_range
 
@@ -195,7 +196,8 @@ class NgramCache(Cache):
 
     def _save_native(self, path):
         keys, offsets, tokens, counts = self.arrays()
-        seed, seglen, segs, fuse = make_constmap(keys)
+        stats = span_stats(offsets, tokens, counts)
+        seed, seglen, segs, fuse = make_constmap(keys, constmap_values(stats, 0))
         header = Header(
             kind=KIND_DYNAMIC,
             n_keys=len(keys),
@@ -205,12 +207,13 @@ class NgramCache(Cache):
             fuse_segment_count=segs,
             max_token=int(max(keys.max(initial=-1), tokens.max(initial=-1))),
             n_source_tokens=0,
+            max_count=int(stats[:, 1].max(initial=0)),
         )
         sections = {
             "meta": b"{}",
             "keys": keys,
             "offsets": offsets,
-            "stats": span_stats(offsets, tokens, counts),
+            "stats": stats,
             "tokens": tokens,
             "counts": counts,
             "fuse": fuse,

@@ -44,7 +44,7 @@ from .errors import (
 
 MAGIC = b"NGRMDRFT"
 NATIVE_SUFFIX = ".ngd"
-VERSION = 1
+VERSION = 2
 BYTE_ORDER_MARK = 0x0A0B0C0D
 HEADER_SIZE = 512
 ALIGN = 64
@@ -55,6 +55,7 @@ KIND_NAMES = {KIND_STATIC: "static", KIND_DYNAMIC: "dynamic"}
 KEY_WIDTH = {KIND_STATIC: 2, KIND_DYNAMIC: 4}
 SECTIONS = ("meta", "keys", "offsets", "stats", "tokens", "counts", "fuse")
 MAX_SEGMENT = 1 << 18
+MAX_KEYS = 1 << 31  # constmap values keep bit 31 for a flag (kernels/frozen.py)
 
 _FIXED = struct.Struct("<8sIIIIII QQQQQqQQ")  # 96 bytes
 _SECTION = struct.Struct("<QQQQ")  # offset, size, xxh3_64, reserved
@@ -73,6 +74,7 @@ class Header:
     fuse_segment_count: int
     max_token: int
     n_source_tokens: int
+    max_count: int
     sections: dict = field(default_factory=dict)  # name -> (offset, size, xxh3)
     version: int = VERSION
 
@@ -108,7 +110,7 @@ class Header:
             self.fuse_segment_count,
             self.max_token,
             self.n_source_tokens,
-            0,
+            self.max_count,
         )
         table = b"".join(_SECTION.pack(*self.sections[name], 0) for name in SECTIONS)
         body = fixed + table
@@ -141,10 +143,13 @@ def parse_header(raw, file_size, path):
             f"byte-order mark is {bom:#010x}, expected {BYTE_ORDER_MARK:#010x}",
         )
     if version != VERSION:
+        hint = (
+            "; rebuild it (version 1 lacks the constmap's draft flags)" if version < VERSION else ""
+        )
         _fail(
             UnsupportedVersionError,
             path,
-            f"format version {version}; this ngramdraft reads version {VERSION}",
+            f"format version {version}; this ngramdraft reads version {VERSION}{hint}",
         )
     (stored,) = struct.unpack_from("<Q", raw, _CHECKSUM_AT)
     if xxhash.xxh3_64_intdigest(bytes(raw[:_CHECKSUM_AT])) != stored:
@@ -155,9 +160,9 @@ def parse_header(raw, file_size, path):
         _fail(CorruptFileError, path, f"unknown cache kind {kind}")
     if width != KEY_WIDTH[kind]:
         _fail(CorruptFileError, path, f"key width {width} for a {KIND_NAMES[kind]} cache")
-    n_keys, n_entries, seed, seglen, segs, max_token, n_source = fields[7:14]
+    n_keys, n_entries, seed, seglen, segs, max_token, n_source, max_count = fields[7:15]
     header = Header(
-        kind, n_keys, n_entries, seed, seglen, segs, max_token, n_source, version=version
+        kind, n_keys, n_entries, seed, seglen, segs, max_token, n_source, max_count, version=version
     )
     for i, name in enumerate(SECTIONS):
         offset, size, digest, _ = _SECTION.unpack_from(raw, _FIXED.size + i * _SECTION.size)
@@ -174,12 +179,14 @@ def _foreign_message(file_size):
 
 
 def _check_geometry(h, file_size, path):
-    if h.n_keys >= 2**32 - 1:
-        _fail(CorruptFileError, path, f"n_keys {h.n_keys} exceeds the constmap's 32-bit range")
+    if h.n_keys >= MAX_KEYS:
+        _fail(CorruptFileError, path, f"n_keys {h.n_keys} exceeds the constmap's 31-bit range")
     if h.n_entries < h.n_keys:
         _fail(CorruptFileError, path, f"{h.n_entries} entries for {h.n_keys} keys")
     if h.max_token < -1 or h.max_token > 2**31 - 1:
         _fail(CorruptFileError, path, f"max_token {h.max_token} is not a token id")
+    if h.max_count > 2**31 - 1 or (h.max_count == 0) != (h.n_keys == 0):
+        _fail(CorruptFileError, path, f"max_count {h.max_count} for {h.n_keys} keys")
     if h.n_keys:
         seglen, segs = h.fuse_segment_length, h.fuse_segment_count
         if seglen < 1 or seglen & (seglen - 1) or seglen > MAX_SEGMENT:

@@ -26,6 +26,7 @@ from .fileformat import (
     verify_sections,
 )
 from .fileformat import prefault as fileformat_prefault
+from .kernels.draft import constmap_values
 from .kernels.frozen import CORRUPT, Frozen, find_key, span
 from .kernels.triples import span_stats
 from .tokenfile import TokenFile
@@ -59,6 +60,7 @@ class StaticCache(Cache):
                 header.fuse_seed,
                 header.fuse_segment_length,
                 header.fuse_segment_length * header.fuse_segment_count,
+                header.max_count,
             ],
             dtype=np.uint64,
         )
@@ -214,14 +216,21 @@ class StaticCache(Cache):
             raise CorruptFileError(f"{self.path}: 2-gram keys are not strictly ascending")
         if not np.array_equal(span_stats(f.offsets, f.tokens, f.counts), f.stats):
             raise CorruptFileError(f"{self.path}: per-2-gram statistics disagree with the counts")
-        expected = make_constmap(f.keys)
+        if int(f.counts.max(initial=0)) != self.header.max_count:
+            raise CorruptFileError(
+                f"{self.path}: max_count is {self.header.max_count}, "
+                f"data has {int(f.counts.max(initial=0))}"
+            )
+        expected = make_constmap(f.keys, constmap_values(f.stats, 0))
         if len(self) and (expected[0], expected[1]) != (
             self.header.fuse_seed,
             self.header.fuse_segment_length,
         ):
             raise CorruptFileError(f"{self.path}: constmap parameters are not the canonical ones")
         if len(self) and not np.array_equal(expected[3], f.fuse):
-            raise CorruptFileError(f"{self.path}: constmap does not map every key to its index")
+            raise CorruptFileError(
+                f"{self.path}: constmap does not map every key to its index and draft flag"
+            )
         top = max(int(f.keys.max(initial=-1)), int(f.tokens.max(initial=-1)))
         if top != self.header.max_token:
             raise CorruptFileError(

@@ -1,11 +1,12 @@
-"""A constmap: a static perfect map from n-gram keys to their index, binary-fuse style.
+"""A constmap: a static function from n-gram keys to uint32 values, binary-fuse style.
 
 Each key hashes to three cells of ``fuse`` (uint32), one in each of three
-consecutive segments; the xor of the three cells is the key's index in the
-sorted key array. Building is the peeling construction of binary fuse filters
-(Graf & Lemire, 2022) with the index as the stored value. A key that was not
-in the set yields an arbitrary index, so every lookup compares the full key
-stored at that index: the map answers "absent" exactly, never probably.
+consecutive segments; the xor of the three cells is the key's value. Building
+is the peeling construction of binary fuse filters (Graf & Lemire, 2022) with
+a stored value in place of a fingerprint. A key that was not in the set
+yields an arbitrary value: what the value means, and how an absent key is told
+apart, is the caller's (``frozen.py`` stores each key's index and compares
+the key stored there).
 """
 
 import math
@@ -57,8 +58,8 @@ def key_hashes(keys, seed):
 
 
 @njit(cache=True)
-def build(hashes, seg, seg_count):
-    """The fuse array storing index i for hashes[i], or an empty array if peeling failed."""
+def build(hashes, values, seg, seg_count):
+    """The fuse array storing values[i] for hashes[i], or an empty array if peeling failed."""
     n = hashes.shape[0]
     scl = seg * seg_count
     size = scl + 2 * seg
@@ -108,22 +109,22 @@ def build(hashes, seg, seg_count):
         c = order_cell[j]
         c0, c1, c2 = cells(order_hash[j], seg, scl)
         fuse[c] = 0
-        fuse[c] = order_idx[j] ^ fuse[c0] ^ fuse[c1] ^ fuse[c2]
+        fuse[c] = values[order_idx[j]] ^ fuse[c0] ^ fuse[c1] ^ fuse[c2]
     return fuse
 
 
 @njit(cache=True, _nrt=False)
-def index_of(fuse, params, n_keys, h):
-    """The index the map stores for the key of hash h; arbitrary (maybe >= n_keys) if absent."""
+def value_of(fuse, params, n_keys, h):
+    """The value the map stores for the key of hash h; arbitrary if the key is absent."""
     if n_keys == 0:
-        return np.int64(-1)
+        return np.int64(0)
     c0, c1, c2 = cells(h, np.int64(params[1]), np.int64(params[2]))
     return np.int64(fuse[c0] ^ fuse[c1] ^ fuse[c2])
 
 
 @njit(cache=True, _nrt=False)
 def prefetch_cells(fuse, params, n_keys, h):
-    """Start loading the three cells index_of will read."""
+    """Start loading the three cells value_of will read."""
     if n_keys:
         c0, c1, c2 = cells(h, np.int64(params[1]), np.int64(params[2]))
         prefetch(fuse, c0)

@@ -18,7 +18,7 @@ import numpy as np
 from numba import njit
 
 from .constmap import prefetch_cells
-from .frozen import CORRUPT, find_key_hashed, key_hash_of, span
+from .frozen import CORRUPT, DRAFTS, find_key_hashed, key_hash_of, may_draft, span
 from .search import find
 from .table import LENGTH, MAXC, START, TOTAL, lookup_hashed, ngram_at, ngram_hash, prefetch_slot
 
@@ -37,6 +37,9 @@ STRICT_MIN_PERCENT = np.array([75, 66, 66, 66], dtype=np.int64)
 # before reading the part (max_cp of the scan is never above the largest count).
 _PRECHECK_LIMIT = (2**31 - 1) // 100
 _INT32_LIMIT = 2**31
+
+UNKNOWN = -1  # length of the static part before it is looked up
+NEED_STATIC = -2  # try_primary: look the static part up and ask again
 
 
 @njit(cache=True, _nrt=False)
@@ -63,13 +66,15 @@ def try_primary(
     scnt,
     slo,
     sn,
-    smax,
+    gmax,
 ):
-    """The token a context/dynamic table proposes after seq[:end], or -1.
+    """The token a context/dynamic table proposes after seq[:end], -1, or NEED_STATIC.
 
     hashes[size - 1] is the hash of the n-gram of that size ending at end;
-    stok/scnt[slo:slo+sn] is the static part S of the last 2-gram, smax its
-    largest count.
+    stok/scnt[slo:slo+sn] is the static part S of the last 2-gram (sn is
+    UNKNOWN until it has been looked up), gmax the static cache's largest
+    count. NEED_STATIC: a part passed the thresholds' precheck and its winner
+    depends on S, which is UNKNOWN.
     """
     for i in range(nmax - nmin, -1, -1):
         size = nmin + i
@@ -84,21 +89,23 @@ def try_primary(
             total < min_sample[i] or 100 * slots[s, MAXC] < min_percent[i] * total
         ):
             continue
+        a = slots[s, START]
+        m = slots[s, LENGTH]
+        # A lone follower wins whatever its static weight, unless count * weight
+        # can wrap: gmax bounds every weight. Each factor is bounded first, so
+        # that the int64 product cannot overflow either.
+        weigh = sn != 0 and (
+            m > 1
+            or total >= _INT32_LIMIT
+            or 100 * gmax >= _INT32_LIMIT
+            or total * 100 * gmax >= _INT32_LIMIT
+        )
+        if weigh and sn == UNKNOWN:
+            return NEED_STATIC
         best = -1
         max_cp = np.int64(0)
         max_cs = np.int64(0)
         acc = np.int64(0)
-        a = slots[s, START]
-        m = slots[s, LENGTH]
-        # A lone follower wins whatever its static weight, unless count * weight
-        # can wrap: smax bounds every weight of the static part. Each factor is
-        # bounded first, so that the int64 product cannot overflow either.
-        weigh = sn > 0 and (
-            m > 1
-            or total >= _INT32_LIMIT
-            or 100 * smax >= _INT32_LIMIT
-            or total * 100 * smax >= _INT32_LIMIT
-        )
         for j in range(a, a + m):
             c = np.int64(cnt[j])
             w = np.int64(1)
@@ -115,6 +122,43 @@ def try_primary(
             continue
         return best
     return -1
+
+
+@njit(cache=True, _nrt=False)
+def static_part(keys, fuse, params, offsets, n_entries, a, b, h):
+    """(start, length) of the static followers of 2-gram (a, b) of hash h; (0, 0) if absent.
+
+    The length is CORRUPT when the file's offsets are impossible.
+    """
+    key = find_key_hashed(keys, fuse, params, a, b, np.int32(-1), np.int32(-1), h)
+    if key < 0:
+        return np.int64(0), np.int64(0)
+    return span(offsets, n_entries, key)
+
+
+@njit(cache=True, _nrt=False)
+def propose(
+    slots, tags, tok, cnt, seq, end, true_len, nmin, nmax, hashes, min_sample, min_percent,
+    keys, fuse, params, offsets, stok, scnt, h, slo, sn,
+):  # fmt: skip
+    """try_primary, looking the static part up first if it turns out to be needed.
+
+    Returns (token or -1, slo, sn) with the static part as now known; sn is
+    CORRUPT for a damaged static cache.
+    """
+    gmax = np.int64(params[3])
+    while True:  # at most twice: the second time the static part is known
+        t = try_primary(
+            slots, tags, tok, cnt, seq, end, true_len, nmin, nmax, hashes, min_sample,
+            min_percent, stok, scnt, slo, sn, gmax,
+        )  # fmt: skip
+        if t != NEED_STATIC:
+            return t, slo, sn
+        slo, sn = static_part(
+            keys, fuse, params, offsets, stok.shape[0], seq[end - 2], seq[end - 1], h
+        )
+        if sn == CORRUPT:
+            return -1, slo, sn
 
 
 @njit(cache=True, _nrt=False)
@@ -145,6 +189,20 @@ def _hashes(seq, end, true_len, nmin, nmax, c_slots, c_tags, d_slots, d_tags):
 
 
 @njit(cache=True, _nrt=False)
+def prefetch_step(seq, n_seq, nmin, nmax, c_slots, c_tags, d_slots, d_tags, fuse, params, n_keys):
+    """Request the lines the first step of a draft after seq[:n_seq] reads first.
+
+    A decoding loop that calls this as soon as it knows the token, before its
+    own work on it (the context update), finds them loaded when it drafts.
+    """
+    if n_seq >= NGRAM_STATIC:
+        pad = np.int32(-1)
+        h = key_hash_of(params, seq[n_seq - 2], seq[n_seq - 1], pad, pad)
+        prefetch_cells(fuse, params, n_keys, h)
+        _hashes(seq, n_seq, n_seq, nmin, nmax, c_slots, c_tags, d_slots, d_tags)
+
+
+@njit(cache=True, _nrt=False)
 def try_static(best, mx, acc):
     """The static cache's own proposal (lax thresholds of NGRAM_STATIC), or -1.
 
@@ -158,6 +216,18 @@ def try_static(best, mx, acc):
     ):
         return -1
     return best
+
+
+@njit(cache=True)
+def constmap_values(stats, first):
+    """The constmap values of keys first, first + 1, ... with these stats (see frozen.DRAFTS)."""
+    values = np.empty(stats.shape[0], dtype=np.uint32)
+    for i in range(stats.shape[0]):
+        v = np.int64(first + i)
+        if try_static(stats[i, 0], np.int64(stats[i, 1]), np.int64(stats[i, 2])) >= 0:
+            v |= DRAFTS
+        values[i] = v
+    return values
 
 
 @njit(cache=True, nogil=True, _nrt=False)
@@ -175,42 +245,46 @@ def draft_arrays(
     arrays: context (c_*) and dynamic (d_*) tables, and the frozen static
     cache. Arrays rather than the tuples holding them, because numba types a
     tuple argument slowly and a hot loop should unpack once.
+
+    Each step requests, at once, every line its first reads need: the first
+    slot of each table probe and the constmap's three cells. The static part
+    is then read only when a proposal's weighting needs it, and the static
+    cache's own draft only when the constmap's DRAFTS flag allows one; so a
+    step that every cache fails, the commonest kind, waits for one level of
+    memory.
     """
     if n_seq < NGRAM_STATIC:
         return 0
     tail = min(n_seq, NGRAM_MAX)
     for j in range(tail):
         buf[j] = seq[n_seq - tail + j]
+    n_keys = keys.shape[0]
+    pad = np.int32(-1)
     d = 0
     while d < n_draft:
         end = tail + d
         true_len = n_seq + d
-        a2, b2, pad = buf[end - 2], buf[end - 1], np.int32(-1)
+        a2, b2 = buf[end - 2], buf[end - 1]
         hs = key_hash_of(params, a2, b2, pad, pad)
-        prefetch_cells(fuse, params, keys.shape[0], hs)
+        prefetch_cells(fuse, params, n_keys, hs)
         hashes = _hashes(buf, end, true_len, nmin, nmax, c_slots, c_tags, d_slots, d_tags)
-        key = find_key_hashed(keys, fuse, params, a2, b2, pad, pad, hs)
-        slo = np.int64(0)
-        sn = np.int64(0)
-        smax = np.int64(0)
-        best, mx, acc = -1, np.int64(0), np.int64(0)
-        if key >= 0:
-            slo, sn = span(offsets, stok.shape[0], key)
-            if sn == CORRUPT:
-                return CORRUPT
-            best, mx, acc = stats[key, 0], np.int64(stats[key, 1]), np.int64(stats[key, 2])
-            smax = mx
-        tok = try_primary(
+        tok, slo, sn = propose(
             c_slots, c_tags, c_tok, c_cnt, buf, end, true_len, nmin, nmax, hashes,
-            LAX_MIN_SAMPLE, LAX_MIN_PERCENT, stok, scnt, slo, sn, smax,
+            LAX_MIN_SAMPLE, LAX_MIN_PERCENT, keys, fuse, params, offsets, stok, scnt,
+            hs, np.int64(0), UNKNOWN if n_keys else np.int64(0),
         )  # fmt: skip
-        if tok < 0:
-            tok = try_primary(
+        if tok < 0 and sn != CORRUPT:
+            tok, slo, sn = propose(
                 d_slots, d_tags, d_tok, d_cnt, buf, end, true_len, nmin, nmax, hashes,
-                STRICT_MIN_SAMPLE, STRICT_MIN_PERCENT, stok, scnt, slo, sn, smax,
+                STRICT_MIN_SAMPLE, STRICT_MIN_PERCENT, keys, fuse, params, offsets, stok, scnt,
+                hs, slo, sn,
             )  # fmt: skip
-        if tok < 0:
-            tok = try_static(best, mx, acc)
+        if sn == CORRUPT:
+            return CORRUPT
+        if tok < 0 and may_draft(fuse, params, n_keys, hs):
+            key = find_key_hashed(keys, fuse, params, a2, b2, pad, pad, hs)
+            if key >= 0:
+                tok = try_static(stats[key, 0], np.int64(stats[key, 1]), np.int64(stats[key, 2]))
         if tok < 0:
             break
         buf[end] = tok

@@ -4,6 +4,15 @@ A frozen cache is the tuple of arrays a static cache file holds:
 ``keys[K, width]`` sorted, ``offsets[K+1]``, ``stats[K, 3]`` (best token, its
 count, wrapped sum of counts), ``fuse`` (the constmap), and the flat
 ``tokens``/``counts`` arrays, sorted by token within each key's span.
+``params`` holds the constmap's seed, segment length and segment-count length,
+then the largest count in the file.
+
+The constmap's value for key i is ``i | DRAFTS`` when the key's own statistics
+pass the static-only draft thresholds, else ``i``. For a key not in the file
+the value is arbitrary, but such a key has no static-only draft either, so a
+clear DRAFTS bit answers "no static-only draft" exactly, from the three cells
+alone. A draft step that every cache fails (most steps) so waits for one
+level of memory, not two.
 """
 
 from collections import namedtuple
@@ -11,12 +20,13 @@ from collections import namedtuple
 import numpy as np
 from numba import njit
 
-from .constmap import index_of
+from .constmap import value_of
 from .hashing import key_hash
 
 Frozen = namedtuple("Frozen", "keys offsets stats fuse tokens counts params")
 
 CORRUPT = -2
+DRAFTS = np.int64(1 << 31)
 
 
 def empty_frozen(width=2):
@@ -28,7 +38,7 @@ def empty_frozen(width=2):
         fuse=np.zeros(0, dtype=np.uint32),
         tokens=np.zeros(0, dtype=np.int32),
         counts=np.zeros(0, dtype=np.int32),
-        params=np.zeros(3, dtype=np.uint64),
+        params=np.zeros(4, dtype=np.uint64),
     )
     for a in arrays:
         a.flags.writeable = False
@@ -50,8 +60,8 @@ def find_key(keys, fuse, params, k0, k1, k2, k3):
 @njit(cache=True, _nrt=False)
 def find_key_hashed(keys, fuse, params, k0, k1, k2, k3, h):
     n = keys.shape[0]
-    i = index_of(fuse, params, n, h)
-    if i < 0 or i >= n:
+    i = value_of(fuse, params, n, h) & (DRAFTS - 1)
+    if i >= n:
         return np.int64(-1)
     if keys[i, 0] != k0 or keys[i, 1] != k1:
         return np.int64(-1)
@@ -61,6 +71,12 @@ def find_key_hashed(keys, fuse, params, k0, k1, k2, k3, h):
     elif k2 != -1 or k3 != -1:
         return np.int64(-1)
     return i
+
+
+@njit(cache=True, _nrt=False)
+def may_draft(fuse, params, n_keys, h):
+    """False when the key of hash h surely has no static-only draft (see DRAFTS)."""
+    return n_keys > 0 and (value_of(fuse, params, n_keys, h) & DRAFTS) != 0
 
 
 @njit(cache=True, _nrt=False)

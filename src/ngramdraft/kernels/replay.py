@@ -9,7 +9,7 @@ the dynamic cache between chunks, which upstream does not time either.
 
 from numba import njit
 
-from .draft import NGRAM_MAX, NGRAM_MIN, draft_arrays
+from .draft import NGRAM_MAX, NGRAM_MIN, draft_arrays, prefetch_step
 from .frozen import CORRUPT
 from .table import OK, append_token
 
@@ -72,6 +72,10 @@ def replay_chunk(chunk, chunk_start, n_draft, ctx, dyn, stat, out, buf, dump, co
         if n_out < n_ctx:
             out[n_out] = chunk[n_out]
             n_out += 1
+            prefetch_step(
+                out, n_out, NGRAM_MIN, NGRAM_MAX, c_slots, c_tags, d_slots, d_tags,
+                fuse, params, keys.shape[0],
+            )  # fmt: skip
             status = append_token(c_slots, c_tags, c_tok, c_cnt, c_meta, out, n_out)
             if status != OK:
                 return status

@@ -30,8 +30,9 @@ Layout (``docs/layout.md`` walks through an example):
 * ``meta``: [n-grams, pool used, entries, pool waste].
 
 Every mutation merges a sorted run of (token, count) into one part, so a
-single-token update, a cache merge and a bulk load share one routine
-(``_try_add``). The routines the hot loops call are compiled without numba's
+cache merge and a bulk load share one routine (``_try_add``); the update of
+one decoded token, by far the commonest, takes a one-pass shortcut to the
+same state (``_add_one``). The routines the hot loops call are compiled without numba's
 runtime (``_nrt=False``): they allocate nothing, and so never touch the
 reference counts that passing arrays around otherwise costs (two atomic
 operations per array per call). TOTAL
@@ -55,7 +56,6 @@ N_NGRAMS, POOL_USED, N_ENTRIES, POOL_WASTE = range(4)
 OK, NEED_SLOTS, NEED_POOL = range(3)
 
 _SEED = np.uint64(0)
-_ONE = np.ones(1, dtype=np.int32)  # the count of a single update, a compile-time constant
 _LOW = np.int64(0xFFFFFFFF)
 _S57 = np.uint64(57)
 
@@ -222,14 +222,52 @@ def _merge_run(slots, tok, cnt, meta, s, rtok, rlo, rcnt, clo, n):
 
 
 @njit(cache=True, _nrt=False)
-def _try_add(slots, tags, tok, cnt, meta, k0, k1, k2, k3, rtok, rlo, rcnt, clo, n):
-    """Add a sorted run of followers to an n-gram: OK, or what must grow first.
+def _add_one(slots, tok, cnt, meta, s, x):
+    """_merge_run of the one-token run (x, count 1), the update of every decoded token.
 
-    Takes the table's arrays rather than the Table: taking arrays out of a
-    tuple inside the hot loop costs more than the insert itself.
+    Ends in the state the general merge would leave, in one pass: a part that
+    must move is copied with the gap for x already open.
+    """
+    a, m = slots[s, START], slots[s, LENGTH]
+    slots[s, TOTAL] += 1
+    p = a
+    if m > 0:
+        f = floor_index(tok, a, m, x)
+        if tok[f] == x:
+            cnt[f] += 1
+            slots[s, MAXC] = max(slots[s, MAXC], np.int64(cnt[f]))
+            return
+        p = f + 1 if tok[f] < x else f
+    c = slots[s, CAPAC]
+    if m + 1 > c:
+        b = meta[POOL_USED]
+        for i in range(a, a + m):
+            j = b + i - a + (i >= p)
+            tok[j] = tok[i]
+            cnt[j] = cnt[i]
+        meta[POOL_WASTE] += c
+        meta[POOL_USED] = b + max(2 * c, m + 1)
+        slots[s, START] = b
+        slots[s, CAPAC] = max(2 * c, m + 1)
+        p += b - a
+    else:
+        for i in range(a + m, p, -1):
+            tok[i] = tok[i - 1]
+            cnt[i] = cnt[i - 1]
+    tok[p] = x
+    cnt[p] = 1
+    slots[s, LENGTH] = m + 1
+    slots[s, MAXC] = max(slots[s, MAXC], np.int64(1))
+    meta[N_ENTRIES] += 1
+
+
+@njit(cache=True, _nrt=False)
+def _slot_for(slots, tags, tok, meta, k0, k1, k2, k3, n):
+    """(OK, row) of an n-gram about to get n more followers, created if new,
+    or (what must grow first, -1).
     """
     if (meta[N_NGRAMS] + 1) * 2 > slots.shape[0]:
-        return NEED_SLOTS
+        return NEED_SLOTS, -1
     k01 = _pack(k0, k1)
     k23 = _pack(k2, k3)
     h = key_hash(k0, k1, k2, k3, _SEED)
@@ -238,7 +276,7 @@ def _try_add(slots, tags, tok, cnt, meta, k0, k1, k2, k3, rtok, rlo, rcnt, clo, 
     m = 0 if fresh else slots[s, LENGTH]
     c = 0 if fresh else slots[s, CAPAC]
     if m + n > c and meta[POOL_USED] + max(2 * c, m + n) > tok.shape[0]:
-        return NEED_POOL
+        return NEED_POOL, -1
     if fresh:
         tags[s] = _tag(h)
         slots[s, KEY01] = k01
@@ -246,8 +284,30 @@ def _try_add(slots, tags, tok, cnt, meta, k0, k1, k2, k3, rtok, rlo, rcnt, clo, 
         for col in range(START, ROW):
             slots[s, col] = 0
         meta[N_NGRAMS] += 1
-    _merge_run(slots, tok, cnt, meta, s, rtok, rlo, rcnt, clo, n)
-    return OK
+    return OK, s
+
+
+@njit(cache=True, _nrt=False)
+def _try_add(slots, tags, tok, cnt, meta, k0, k1, k2, k3, rtok, rlo, rcnt, clo, n):
+    """Add a sorted run of followers to an n-gram: OK, or what must grow first.
+
+    Takes the table's arrays rather than the Table: taking arrays out of a
+    tuple inside the hot loop costs more than the insert itself.
+    """
+    status, s = _slot_for(slots, tags, tok, meta, k0, k1, k2, k3, n)
+    if status == OK:
+        _merge_run(slots, tok, cnt, meta, s, rtok, rlo, rcnt, clo, n)
+    return status
+
+
+@njit(cache=True, _nrt=False)
+def _try_add_one(slots, tags, tok, cnt, meta, seq, i, size):
+    """Count seq[i] as a follower of the n-gram of this size before it: OK, or what must grow."""
+    k0, k1, k2, k3 = ngram_at(seq, i, size)
+    status, s = _slot_for(slots, tags, tok, meta, k0, k1, k2, k3, 1)
+    if status == OK:
+        _add_one(slots, tok, cnt, meta, s, seq[i])
+    return status
 
 
 @njit(cache=True)
@@ -283,8 +343,7 @@ def update_arrays(slots, tags, tok, cnt, meta, seq, length, nnew, nmin, nmax, re
     for size in range(nmin, nmax + 1):
         for i in range(max(length - nnew, size), length):
             if position >= resume:
-                k0, k1, k2, k3 = ngram_at(seq, i, size)
-                status = _try_add(slots, tags, tok, cnt, meta, k0, k1, k2, k3, seq, i, _ONE, 0, 1)
+                status = _try_add_one(slots, tags, tok, cnt, meta, seq, i, size)
                 if status != OK:
                     return (position << 2) | status
             position += 1
@@ -318,8 +377,7 @@ def append_token(slots, tags, tok, cnt, meta, seq, length):
     i = length - 1
     for size in range(1, 5):
         if i >= size:
-            k0, k1, k2, k3 = ngram_at(seq, i, size)
-            status = _try_add(slots, tags, tok, cnt, meta, k0, k1, k2, k3, seq, i, _ONE, 0, 1)
+            status = _try_add_one(slots, tags, tok, cnt, meta, seq, i, size)
             if status != OK:
                 return status
     return OK
