@@ -61,6 +61,18 @@ def test_seeded_stress_checks_every_mutation():
         assert as_dict(cache) == {k[: 4 - k.count(-1)]: v for k, v in ref.items()}
 
 
+def test_check_catches_a_missing_candidate_bit():
+    """A part that reaches the dynamic thresholds must have its home's cand bit:
+    drafting skips the n-grams of clear bits, so a lost bit is a lost draft."""
+    cache = NgramCache()
+    cache.update([5, 6] * 4)
+    cache._check()
+    assert cache._t.cand.any()
+    cache._t.cand[:] = 0
+    with pytest.raises(AssertionError, match="invariant broken"):
+        cache._check()
+
+
 def test_merge_adds_counts_and_grows():
     a, b = NgramCache(), NgramCache()
     a.update(list(range(1000)) * 2)

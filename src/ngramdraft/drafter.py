@@ -8,8 +8,9 @@ import numpy as np
 from .cache import NgramCache, as_mutable, file_format
 from .errors import CorruptFileError, NgramdraftError
 from .kernels import table as T
-from .kernels.draft import NGRAM_MAX, NGRAM_MIN, draft_arrays
+from .kernels.draft import draft_arrays
 from .kernels.frozen import CORRUPT, empty_frozen
+from .kernels.thresholds import NGRAM_MAX, NGRAM_MIN
 from .static import as_static
 from .validation import as_tokens, check_int, check_ngram_range
 
@@ -83,7 +84,7 @@ class Drafter:
         # Python, which costs more than drafting does.
         d = draft_arrays(
             self._seq, self._n, self.n_draft, self.ngram_min, self.ngram_max,
-            c.slots, c.tags, c.tok, c.cnt, dy.slots, dy.tags, dy.tok, dy.cnt,
+            c.slots, c.tags, c.tok, c.cnt, dy.slots, dy.tags, dy.tok, dy.cnt, dy.cand,
             f.keys, f.fuse, f.params, f.offsets, f.stats, f.tokens, f.counts, self._buf,
         )  # fmt: skip
         if d == CORRUPT:

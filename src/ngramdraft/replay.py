@@ -8,9 +8,9 @@ import numpy as np
 from .cache import as_mutable
 from .errors import CorruptFileError
 from .kernels import table as T
-from .kernels.draft import NGRAM_MAX
 from .kernels.frozen import CORRUPT, empty_frozen
 from .kernels.replay import dump_capacity, replay_chunk
+from .kernels.thresholds import NGRAM_MAX
 from .progress import Progress
 from .static import as_static
 from .validation import as_tokens, check_int

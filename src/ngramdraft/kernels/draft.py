@@ -20,22 +20,27 @@ from numba import njit
 from .constmap import prefetch_cells
 from .frozen import CORRUPT, DRAFTS, find_key_hashed, key_hash_of, may_draft, span
 from .search import find
-from .table import LENGTH, MAXC, START, TOTAL, lookup_hashed, ngram_at, ngram_hash, prefetch_slot
+from .table import (
+    LENGTH,
+    MAXC,
+    START,
+    TOTAL,
+    candidate,
+    lookup_hashed,
+    ngram_at,
+    ngram_hash,
+    prefetch_slot,
+)
+from .thresholds import (
+    LAX_MIN_PERCENT,
+    LAX_MIN_SAMPLE,
+    NGRAM_MAX,
+    NGRAM_STATIC,
+    PRECHECK_LIMIT,
+    STRICT_MIN_PERCENT,
+    STRICT_MIN_SAMPLE,
+)
 
-NGRAM_MIN = 1
-NGRAM_MAX = 4
-NGRAM_STATIC = 2
-
-# Index = position in the n-gram list.
-LAX_MIN_SAMPLE = np.array([2, 2, 1, 1], dtype=np.int64)
-LAX_MIN_PERCENT = np.array([66, 50, 50, 50], dtype=np.int64)
-STRICT_MIN_SAMPLE = np.array([4, 3, 2, 2], dtype=np.int64)
-STRICT_MIN_PERCENT = np.array([75, 66, 66, 66], dtype=np.int64)
-
-# Below this exact sum, neither the sum nor 100 * count nor percent * sum can
-# wrap, so the thresholds can be tested on the stored sum and largest count
-# before reading the part (max_cp of the scan is never above the largest count).
-_PRECHECK_LIMIT = (2**31 - 1) // 100
 _INT32_LIMIT = 2**31
 
 UNKNOWN = -1  # length of the static part before it is looked up
@@ -67,6 +72,8 @@ def try_primary(
     slo,
     sn,
     gmax,
+    cand,
+    filtered,
 ):
     """The token a context/dynamic table proposes after seq[:end], -1, or NEED_STATIC.
 
@@ -74,18 +81,21 @@ def try_primary(
     stok/scnt[slo:slo+sn] is the static part S of the last 2-gram (sn is
     UNKNOWN until it has been looked up), gmax the static cache's largest
     count. NEED_STATIC: a part passed the thresholds' precheck and its winner
-    depends on S, which is UNKNOWN.
+    depends on S, which is UNKNOWN. ``filtered`` (the dynamic role) skips the
+    n-grams the table's ``cand`` bits rule out.
     """
     for i in range(nmax - nmin, -1, -1):
         size = nmin + i
         if size > true_len:
             continue  # the n-gram would start before the sequence does
+        if filtered and not candidate(tags, cand, hashes[size - 1]):
+            continue
         k0, k1, k2, k3 = ngram_at(seq, end, size)
         s = lookup_hashed(slots, tags, k0, k1, k2, k3, hashes[size - 1])
         if s < 0:
             continue
         total = slots[s, TOTAL]
-        if total < _PRECHECK_LIMIT and (
+        if total < PRECHECK_LIMIT and (
             total < min_sample[i] or 100 * slots[s, MAXC] < min_percent[i] * total
         ):
             continue
@@ -138,8 +148,8 @@ def static_part(keys, fuse, params, offsets, n_entries, a, b, h):
 
 @njit(cache=True, _nrt=False)
 def propose(
-    slots, tags, tok, cnt, seq, end, true_len, nmin, nmax, hashes, min_sample, min_percent,
-    keys, fuse, params, offsets, stok, scnt, h, slo, sn,
+    slots, tags, tok, cnt, cand, filtered, seq, end, true_len, nmin, nmax, hashes,
+    min_sample, min_percent, keys, fuse, params, offsets, stok, scnt, h, slo, sn,
 ):  # fmt: skip
     """try_primary, looking the static part up first if it turns out to be needed.
 
@@ -150,7 +160,7 @@ def propose(
     while True:  # at most twice: the second time the static part is known
         t = try_primary(
             slots, tags, tok, cnt, seq, end, true_len, nmin, nmax, hashes, min_sample,
-            min_percent, stok, scnt, slo, sn, gmax,
+            min_percent, stok, scnt, slo, sn, gmax, cand, filtered,
         )  # fmt: skip
         if t != NEED_STATIC:
             return t, slo, sn
@@ -162,7 +172,7 @@ def propose(
 
 
 @njit(cache=True, _nrt=False)
-def _hash_size(seq, end, size, true_len, nmin, nmax, c_slots, c_tags, d_slots, d_tags):
+def _hash_size(seq, end, size, true_len, nmin, nmax, c_slots, c_tags, d_slots, d_tags, d_cand):
     """Hash of the n-gram of this size ending at end (0 if not looked up), prefetched.
 
     Both tables hash alike, so one hash serves both lookups, and the first
@@ -173,23 +183,27 @@ def _hash_size(seq, end, size, true_len, nmin, nmax, c_slots, c_tags, d_slots, d
     k0, k1, k2, k3 = ngram_at(seq, end, size)
     h = ngram_hash(k0, k1, k2, k3)
     prefetch_slot(c_slots, c_tags, h)
-    prefetch_slot(d_slots, d_tags, h)
+    if candidate(d_tags, d_cand, h):
+        prefetch_slot(d_slots, d_tags, h)
     return h
 
 
 @njit(cache=True, _nrt=False)
-def _hashes(seq, end, true_len, nmin, nmax, c_slots, c_tags, d_slots, d_tags):
+def _hashes(seq, end, true_len, nmin, nmax, c_slots, c_tags, d_slots, d_tags, d_cand):
     """(hash of size 1, 2, 3, 4) for try_primary."""
+    c, d = (c_slots, c_tags), (d_slots, d_tags, d_cand)
     return (
-        _hash_size(seq, end, 1, true_len, nmin, nmax, c_slots, c_tags, d_slots, d_tags),
-        _hash_size(seq, end, 2, true_len, nmin, nmax, c_slots, c_tags, d_slots, d_tags),
-        _hash_size(seq, end, 3, true_len, nmin, nmax, c_slots, c_tags, d_slots, d_tags),
-        _hash_size(seq, end, 4, true_len, nmin, nmax, c_slots, c_tags, d_slots, d_tags),
+        _hash_size(seq, end, 1, true_len, nmin, nmax, *c, *d),
+        _hash_size(seq, end, 2, true_len, nmin, nmax, *c, *d),
+        _hash_size(seq, end, 3, true_len, nmin, nmax, *c, *d),
+        _hash_size(seq, end, 4, true_len, nmin, nmax, *c, *d),
     )
 
 
 @njit(cache=True, _nrt=False)
-def prefetch_step(seq, n_seq, nmin, nmax, c_slots, c_tags, d_slots, d_tags, fuse, params, n_keys):
+def prefetch_step(
+    seq, n_seq, nmin, nmax, c_slots, c_tags, d_slots, d_tags, d_cand, fuse, params, n_keys
+):
     """Request the lines the first step of a draft after seq[:n_seq] reads first.
 
     A decoding loop that calls this as soon as it knows the token, before its
@@ -199,7 +213,7 @@ def prefetch_step(seq, n_seq, nmin, nmax, c_slots, c_tags, d_slots, d_tags, fuse
         pad = np.int32(-1)
         h = key_hash_of(params, seq[n_seq - 2], seq[n_seq - 1], pad, pad)
         prefetch_cells(fuse, params, n_keys, h)
-        _hashes(seq, n_seq, n_seq, nmin, nmax, c_slots, c_tags, d_slots, d_tags)
+        _hashes(seq, n_seq, n_seq, nmin, nmax, c_slots, c_tags, d_slots, d_tags, d_cand)
 
 
 @njit(cache=True, _nrt=False)
@@ -234,7 +248,7 @@ def constmap_values(stats, first):
 def draft_arrays(
     seq, n_seq, n_draft, nmin, nmax,
     c_slots, c_tags, c_tok, c_cnt,
-    d_slots, d_tags, d_tok, d_cnt,
+    d_slots, d_tags, d_tok, d_cnt, d_cand,
     keys, fuse, params, offsets, stats, stok, scnt,
     buf,
 ):  # fmt: skip
@@ -267,15 +281,15 @@ def draft_arrays(
         a2, b2 = buf[end - 2], buf[end - 1]
         hs = key_hash_of(params, a2, b2, pad, pad)
         prefetch_cells(fuse, params, n_keys, hs)
-        hashes = _hashes(buf, end, true_len, nmin, nmax, c_slots, c_tags, d_slots, d_tags)
+        hashes = _hashes(buf, end, true_len, nmin, nmax, c_slots, c_tags, d_slots, d_tags, d_cand)
         tok, slo, sn = propose(
-            c_slots, c_tags, c_tok, c_cnt, buf, end, true_len, nmin, nmax, hashes,
+            c_slots, c_tags, c_tok, c_cnt, d_cand, False, buf, end, true_len, nmin, nmax, hashes,
             LAX_MIN_SAMPLE, LAX_MIN_PERCENT, keys, fuse, params, offsets, stok, scnt,
             hs, np.int64(0), UNKNOWN if n_keys else np.int64(0),
         )  # fmt: skip
         if tok < 0 and sn != CORRUPT:
             tok, slo, sn = propose(
-                d_slots, d_tags, d_tok, d_cnt, buf, end, true_len, nmin, nmax, hashes,
+                d_slots, d_tags, d_tok, d_cnt, d_cand, True, buf, end, true_len, nmin, nmax, hashes,
                 STRICT_MIN_SAMPLE, STRICT_MIN_PERCENT, keys, fuse, params, offsets, stok, scnt,
                 hs, slo, sn,
             )  # fmt: skip

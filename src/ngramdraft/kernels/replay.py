@@ -9,9 +9,10 @@ the dynamic cache between chunks, which upstream does not time either.
 
 from numba import njit
 
-from .draft import NGRAM_MAX, NGRAM_MIN, draft_arrays, prefetch_step
+from .draft import draft_arrays, prefetch_step
 from .frozen import CORRUPT
 from .table import OK, append_token
+from .thresholds import NGRAM_MAX, NGRAM_MIN
 
 
 @njit(cache=True, nogil=True)
@@ -25,8 +26,8 @@ def replay_chunk(chunk, chunk_start, n_draft, ctx, dyn, stat, out, buf, dump, co
     counters (int64): [n_calls, n_drafted, n_accept, dump words used].
     dump, when not empty, receives `chunk_start position n tokens...` per call.
     """
-    c_slots, c_tags, c_tok, c_cnt, c_meta = ctx
-    d_slots, d_tags, d_tok, d_cnt = dyn.slots, dyn.tags, dyn.tok, dyn.cnt
+    c_slots, c_tags, c_tok, c_cnt, c_meta, c_cand = ctx
+    d_slots, d_tags, d_tok, d_cnt, d_cand = dyn.slots, dyn.tags, dyn.tok, dyn.cnt, dyn.cand
     keys, fuse, params, offsets, stats, stok, scnt = (
         stat.keys,
         stat.fuse,
@@ -43,7 +44,7 @@ def replay_chunk(chunk, chunk_start, n_draft, ctx, dyn, stat, out, buf, dump, co
         d = draft_arrays(
             out, n_out, n_draft, NGRAM_MIN, NGRAM_MAX,
             c_slots, c_tags, c_tok, c_cnt,
-            d_slots, d_tags, d_tok, d_cnt,
+            d_slots, d_tags, d_tok, d_cnt, d_cand,
             keys, fuse, params, offsets, stats, stok, scnt,
             buf,
         )  # fmt: skip
@@ -66,17 +67,17 @@ def replay_chunk(chunk, chunk_start, n_draft, ctx, dyn, stat, out, buf, dump, co
             counters[2] += 1
             out[n_out] = chunk[n_out]
             n_out += 1
-            status = append_token(c_slots, c_tags, c_tok, c_cnt, c_meta, out, n_out)
+            status = append_token(c_slots, c_tags, c_tok, c_cnt, c_meta, c_cand, out, n_out)
             if status != OK:
                 return status
         if n_out < n_ctx:
             out[n_out] = chunk[n_out]
             n_out += 1
             prefetch_step(
-                out, n_out, NGRAM_MIN, NGRAM_MAX, c_slots, c_tags, d_slots, d_tags,
+                out, n_out, NGRAM_MIN, NGRAM_MAX, c_slots, c_tags, d_slots, d_tags, d_cand,
                 fuse, params, keys.shape[0],
             )  # fmt: skip
-            status = append_token(c_slots, c_tags, c_tok, c_cnt, c_meta, out, n_out)
+            status = append_token(c_slots, c_tags, c_tok, c_cnt, c_meta, c_cand, out, n_out)
             if status != OK:
                 return status
     return OK

@@ -28,15 +28,22 @@ Layout (``docs/layout.md`` walks through an example):
   twice the room; the room it leaves is counted as waste and reclaimed when
   the pool itself grows (compaction).
 * ``meta``: [n-grams, pool used, entries, pool waste].
+* ``cand``: uint64 words, one bit per slot. The bit of slot s is set once
+  some n-gram homed at s (the slot its hash points to) has reached
+  the dynamic role's least thresholds (2 samples, 66%). Few do (about 3% of
+  a replayed dynamic cache), and the bits are an eighth of the tags, small
+  enough to stay cached: a clear bit answers "fails" for the dynamic role
+  without touching the table. Bits are never cleared except by ``clear``
+  and rebuilt on growth; a part that drops below again only costs a probe.
 
 Every mutation merges a sorted run of (token, count) into one part, so a
 cache merge and a bulk load share one routine (``_try_add``); the update of
 one decoded token, by far the commonest, takes a one-pass shortcut to the
-same state (``_add_one``). The routines the hot loops call are compiled without numba's
-runtime (``_nrt=False``): they allocate nothing, and so never touch the
-reference counts that passing arrays around otherwise costs (two atomic
-operations per array per call). TOTAL
-and MAXC let the drafter reject most parts without reading them.
+same state (``_add_one``). The routines the hot loops call are compiled
+without numba's runtime (``_nrt=False``): they allocate nothing, and so
+never touch the reference counts that passing arrays around otherwise costs
+(two atomic operations per array per call). TOTAL and MAXC let the drafter
+reject most parts without reading them.
 """
 
 from collections import namedtuple
@@ -47,8 +54,9 @@ from numba import njit
 from .hashing import key_hash
 from .prefetch import prefetch
 from .search import find, floor_index
+from .thresholds import PRECHECK_LIMIT, STRICT_FLOOR_PERCENT, STRICT_FLOOR_SAMPLE
 
-Table = namedtuple("Table", "slots tags tok cnt meta")
+Table = namedtuple("Table", "slots tags tok cnt meta cand")
 
 KEY01, KEY23, START, LENGTH, CAPAC, TOTAL, MAXC = range(7)
 ROW = 8
@@ -68,7 +76,13 @@ def new_table(slots=16, pool=64):
         tok=np.zeros(pool, dtype=np.int32),
         cnt=np.zeros(pool, dtype=np.int32),
         meta=np.zeros(4, dtype=np.int64),
+        cand=np.zeros(_cand_words(slots), dtype=np.uint64),
     )
+
+
+@njit(cache=True)
+def _cand_words(slots):
+    return max(1, slots // 64)
 
 
 @njit(cache=True, _nrt=False)
@@ -120,6 +134,35 @@ def lookup_hashed(slots, tags, k0, k1, k2, k3, h):
 
 
 @njit(cache=True, _nrt=False)
+def _home(tags, h):
+    return np.int64(h & np.uint64(tags.shape[0] - 1))
+
+
+@njit(cache=True, _nrt=False)
+def _may_pass(slots, s):
+    """Whether row s's part reaches the dynamic role's least thresholds."""
+    total = slots[s, TOTAL]
+    return total >= PRECHECK_LIMIT or (
+        total >= STRICT_FLOOR_SAMPLE and 100 * slots[s, MAXC] >= STRICT_FLOOR_PERCENT * total
+    )
+
+
+@njit(cache=True, _nrt=False)
+def _mark(slots, tags, cand, s, h):
+    """Set the cand bit of hash h's home slot if row s (holding h) may pass."""
+    if _may_pass(slots, s):
+        i = _home(tags, h)
+        cand[i >> 6] |= np.uint64(1) << np.uint64(i & 63)
+
+
+@njit(cache=True, _nrt=False)
+def candidate(tags, cand, h):
+    """False when no n-gram homed where hash h is can pass the dynamic role's thresholds."""
+    i = _home(tags, h)
+    return (cand[i >> 6] >> np.uint64(i & 63)) & np.uint64(1) != 0
+
+
+@njit(cache=True, _nrt=False)
 def prefetch_slot(slots, tags, h):
     """Start loading the first slot a probe for hash h reads."""
     s = np.int64(h & np.uint64(tags.shape[0] - 1))
@@ -132,6 +175,7 @@ def _grow_slots(t):
     old = t.slots
     rows = np.zeros((2 * old.shape[0], ROW), dtype=np.int64)
     tags = np.zeros(2 * old.shape[0], dtype=np.uint8)
+    cand = np.zeros(_cand_words(2 * old.shape[0]), dtype=np.uint64)
     for s in range(old.shape[0]):
         if t.tags[s]:
             k0, k1, k2, k3 = unpack_key(old, s)
@@ -139,7 +183,8 @@ def _grow_slots(t):
             d = _probe(rows, tags, old[s, KEY01], old[s, KEY23], h)
             rows[d] = old[s]
             tags[d] = _tag(h)
-    return Table(rows, tags, t.tok, t.cnt, t.meta)
+            _mark(rows, tags, cand, d, h)
+    return Table(rows, tags, t.tok, t.cnt, t.meta, cand)
 
 
 @njit(cache=True)
@@ -160,7 +205,7 @@ def _grow_pool(t, need):
         used += t.slots[s, CAPAC]
     t.meta[POOL_USED] = used
     t.meta[POOL_WASTE] = 0
-    return Table(t.slots, t.tags, tok, cnt, t.meta)
+    return Table(t.slots, t.tags, tok, cnt, t.meta, t.cand)
 
 
 @njit(cache=True, _nrt=False)
@@ -263,20 +308,20 @@ def _add_one(slots, tok, cnt, meta, s, x):
 
 @njit(cache=True, _nrt=False)
 def _slot_for(slots, tags, tok, meta, k0, k1, k2, k3, n):
-    """(OK, row) of an n-gram about to get n more followers, created if new,
-    or (what must grow first, -1).
+    """(OK, row, hash) of an n-gram about to get n more followers, created if
+    new, or (what must grow first, -1, hash).
     """
+    h = key_hash(k0, k1, k2, k3, _SEED)
     if (meta[N_NGRAMS] + 1) * 2 > slots.shape[0]:
-        return NEED_SLOTS, -1
+        return NEED_SLOTS, -1, h
     k01 = _pack(k0, k1)
     k23 = _pack(k2, k3)
-    h = key_hash(k0, k1, k2, k3, _SEED)
     s = _probe(slots, tags, k01, k23, h)
     fresh = tags[s] == 0
     m = 0 if fresh else slots[s, LENGTH]
     c = 0 if fresh else slots[s, CAPAC]
     if m + n > c and meta[POOL_USED] + max(2 * c, m + n) > tok.shape[0]:
-        return NEED_POOL, -1
+        return NEED_POOL, -1, h
     if fresh:
         tags[s] = _tag(h)
         slots[s, KEY01] = k01
@@ -284,29 +329,31 @@ def _slot_for(slots, tags, tok, meta, k0, k1, k2, k3, n):
         for col in range(START, ROW):
             slots[s, col] = 0
         meta[N_NGRAMS] += 1
-    return OK, s
+    return OK, s, h
 
 
 @njit(cache=True, _nrt=False)
-def _try_add(slots, tags, tok, cnt, meta, k0, k1, k2, k3, rtok, rlo, rcnt, clo, n):
+def _try_add(slots, tags, tok, cnt, meta, cand, k0, k1, k2, k3, rtok, rlo, rcnt, clo, n):
     """Add a sorted run of followers to an n-gram: OK, or what must grow first.
 
     Takes the table's arrays rather than the Table: taking arrays out of a
     tuple inside the hot loop costs more than the insert itself.
     """
-    status, s = _slot_for(slots, tags, tok, meta, k0, k1, k2, k3, n)
+    status, s, h = _slot_for(slots, tags, tok, meta, k0, k1, k2, k3, n)
     if status == OK:
         _merge_run(slots, tok, cnt, meta, s, rtok, rlo, rcnt, clo, n)
+        _mark(slots, tags, cand, s, h)
     return status
 
 
 @njit(cache=True, _nrt=False)
-def _try_add_one(slots, tags, tok, cnt, meta, seq, i, size):
+def _try_add_one(slots, tags, tok, cnt, meta, cand, seq, i, size):
     """Count seq[i] as a follower of the n-gram of this size before it: OK, or what must grow."""
     k0, k1, k2, k3 = ngram_at(seq, i, size)
-    status, s = _slot_for(slots, tags, tok, meta, k0, k1, k2, k3, 1)
+    status, s, h = _slot_for(slots, tags, tok, meta, k0, k1, k2, k3, 1)
     if status == OK:
         _add_one(slots, tok, cnt, meta, s, seq[i])
+        _mark(slots, tags, cand, s, h)
     return status
 
 
@@ -329,7 +376,7 @@ def ngram_at(seq, end, size):
 
 
 @njit(cache=True, _nrt=False)
-def update_arrays(slots, tags, tok, cnt, meta, seq, length, nnew, nmin, nmax, resume):
+def update_arrays(slots, tags, tok, cnt, meta, cand, seq, length, nnew, nmin, nmax, resume):
     """llama.cpp's common_ngram_cache_update over seq[:length], on a table's arrays.
 
     Sizes are the outer loop, as upstream. The table is not grown here: the
@@ -343,7 +390,7 @@ def update_arrays(slots, tags, tok, cnt, meta, seq, length, nnew, nmin, nmax, re
     for size in range(nmin, nmax + 1):
         for i in range(max(length - nnew, size), length):
             if position >= resume:
-                status = _try_add_one(slots, tags, tok, cnt, meta, seq, i, size)
+                status = _try_add_one(slots, tags, tok, cnt, meta, cand, seq, i, size)
                 if status != OK:
                     return (position << 2) | status
             position += 1
@@ -359,7 +406,7 @@ def update(t, seq, length, nnew, nmin, nmax):
     resume = 0
     while True:
         done = update_arrays(
-            t.slots, t.tags, t.tok, t.cnt, t.meta, seq, length, nnew, nmin, nmax, resume
+            t.slots, t.tags, t.tok, t.cnt, t.meta, t.cand, seq, length, nnew, nmin, nmax, resume
         )
         if done < 0:
             return t
@@ -368,7 +415,7 @@ def update(t, seq, length, nnew, nmin, nmax):
 
 
 @njit(cache=True, _nrt=False)
-def append_token(slots, tags, tok, cnt, meta, seq, length):
+def append_token(slots, tags, tok, cnt, meta, cand, seq, length):
     """update(seq, length, nnew=1, sizes 1..4) on a table's arrays, without growing it.
 
     Returns OK, or what must grow (the table may then hold part of the token).
@@ -377,7 +424,7 @@ def append_token(slots, tags, tok, cnt, meta, seq, length):
     i = length - 1
     for size in range(1, 5):
         if i >= size:
-            status = _try_add_one(slots, tags, tok, cnt, meta, seq, i, size)
+            status = _try_add_one(slots, tags, tok, cnt, meta, cand, seq, i, size)
             if status != OK:
                 return status
     return OK
@@ -386,7 +433,7 @@ def append_token(slots, tags, tok, cnt, meta, seq, length):
 @njit(cache=True)
 def merge(t, src):
     """Add every (n-gram, token, count) of src into t; returns t."""
-    slots, tags, tok, cnt, meta = t
+    slots, tags, tok, cnt, meta, cand = t
     s_slots, s_tags, s_tok, s_cnt = src.slots, src.tags, src.tok, src.cnt
     for s in range(s_slots.shape[0]):
         if s_tags[s] == 0:
@@ -394,17 +441,21 @@ def merge(t, src):
         k0, k1, k2, k3 = unpack_key(s_slots, s)
         a, m = s_slots[s, START], s_slots[s, LENGTH]
         while True:
-            status = _try_add(slots, tags, tok, cnt, meta, k0, k1, k2, k3, s_tok, a, s_cnt, a, m)
+            status = _try_add(
+                slots, tags, tok, cnt, meta, cand, k0, k1, k2, k3, s_tok, a, s_cnt, a, m
+            )
             if status == OK:
                 break
-            slots, tags, tok, cnt, meta = grow(Table(slots, tags, tok, cnt, meta), status, m)
-    return Table(slots, tags, tok, cnt, meta)
+            slots, tags, tok, cnt, meta, cand = grow(
+                Table(slots, tags, tok, cnt, meta, cand), status, m
+            )
+    return Table(slots, tags, tok, cnt, meta, cand)
 
 
 @njit(cache=True)
 def load_sorted(t, keys, offsets, rtok, rcnt):
     """Add the n-grams of flat arrays (keys[i] owns rtok/rcnt[offsets[i]:offsets[i+1]])."""
-    slots, tags, tok, cnt, meta = t
+    slots, tags, tok, cnt, meta, cand = t
     width = keys.shape[1]
     for i in range(keys.shape[0]):
         k2 = keys[i, 2] if width > 2 else np.int32(-1)
@@ -412,18 +463,35 @@ def load_sorted(t, keys, offsets, rtok, rcnt):
         a, m = offsets[i], offsets[i + 1] - offsets[i]
         while True:
             status = _try_add(
-                slots, tags, tok, cnt, meta, keys[i, 0], keys[i, 1], k2, k3, rtok, a, rcnt, a, m
+                slots,
+                tags,
+                tok,
+                cnt,
+                meta,
+                cand,
+                keys[i, 0],
+                keys[i, 1],
+                k2,
+                k3,
+                rtok,
+                a,
+                rcnt,
+                a,
+                m,
             )
             if status == OK:
                 break
-            slots, tags, tok, cnt, meta = grow(Table(slots, tags, tok, cnt, meta), status, m)
-    return Table(slots, tags, tok, cnt, meta)
+            slots, tags, tok, cnt, meta, cand = grow(
+                Table(slots, tags, tok, cnt, meta, cand), status, m
+            )
+    return Table(slots, tags, tok, cnt, meta, cand)
 
 
 @njit(cache=True)
 def clear(t):
     t.tags[:] = 0
     t.meta[:] = 0
+    t.cand[:] = 0
 
 
 @njit(cache=True)
@@ -486,6 +554,8 @@ def check(t):
             total += t.cnt[i]
             mx = max(mx, np.int64(t.cnt[i]))
         if total != row[TOTAL] or mx != row[MAXC] or n >= spans.shape[0]:
+            return s
+        if _may_pass(t.slots, s) and not candidate(t.tags, t.cand, h):
             return s
         spans[n, 0] = a
         spans[n, 1] = a + row[CAPAC]

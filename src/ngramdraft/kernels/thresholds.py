@@ -1,0 +1,29 @@
+"""llama.cpp's drafting thresholds, as tables (common/ngram-cache.h).
+
+A part proposes its best follower only if its count sum reaches MIN_SAMPLE
+and the best follower's count is at least MIN_PERCENT of the sum. The context
+cache uses the lax tables, the dynamic cache the strict ones, the static
+cache alone the lax entry of NGRAM_STATIC. Tables are indexed by the
+position in the n-gram list (sizes ngram_min..ngram_max), not by the size.
+"""
+
+import numpy as np
+
+NGRAM_MIN = 1
+NGRAM_MAX = 4
+NGRAM_STATIC = 2
+
+LAX_MIN_SAMPLE = np.array([2, 2, 1, 1], dtype=np.int64)
+LAX_MIN_PERCENT = np.array([66, 50, 50, 50], dtype=np.int64)
+STRICT_MIN_SAMPLE = np.array([4, 3, 2, 2], dtype=np.int64)
+STRICT_MIN_PERCENT = np.array([75, 66, 66, 66], dtype=np.int64)
+
+# What a dynamic-role part needs at the least, whatever its position: the
+# table marks parts that reach it (kernels/table.py, ``cand``).
+STRICT_FLOOR_SAMPLE = int(STRICT_MIN_SAMPLE.min())
+STRICT_FLOOR_PERCENT = int(STRICT_MIN_PERCENT.min())
+
+# Below this exact sum, neither the sum nor 100 * count nor percent * sum can
+# wrap, so the thresholds can be tested on the stored sum and largest count
+# before reading the part (the winner's count is never above the largest).
+PRECHECK_LIMIT = (2**31 - 1) // 100
