@@ -12,6 +12,11 @@ Rules (SPEC.md; llama.cpp common/ngram-cache.cpp):
 * A follower's score is count * (100 * S[token] if token in S else 1); the
   first strictly larger score wins, so ties go to the smallest token id.
 * All arithmetic is int32 with wrap-around, as the compiled C++ does.
+
+The step's helpers and draft_arrays itself are inlined by numba
+(``inline="always"``), as the table's are (see kernels/table.py); every
+caller runs without numba's runtime, which inlined code would otherwise
+burden with reference counting.
 """
 
 import numpy as np
@@ -53,7 +58,7 @@ def wrap32(x):
     return ((np.int64(x) + 0x80000000) & 0xFFFFFFFF) - 0x80000000
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, inline="always")
 def try_primary(
     slots,
     tags,
@@ -146,7 +151,7 @@ def static_part(keys, fuse, params, offsets, n_entries, a, b, h):
     return span(offsets, n_entries, key)
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, inline="always")
 def propose(
     slots, tags, tok, cnt, cand, filtered, seq, end, true_len, nmin, nmax, hashes,
     min_sample, min_percent, keys, fuse, params, offsets, stok, scnt, h, slo, sn,
@@ -188,7 +193,7 @@ def _hash_size(seq, end, size, true_len, nmin, nmax, c_slots, c_tags, d_slots, d
     return h
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, inline="always")
 def _hashes(seq, end, true_len, nmin, nmax, c_slots, c_tags, d_slots, d_tags, d_cand):
     """(hash of size 1, 2, 3, 4) for try_primary."""
     c, d = (c_slots, c_tags), (d_slots, d_tags, d_cand)
@@ -200,7 +205,7 @@ def _hashes(seq, end, true_len, nmin, nmax, c_slots, c_tags, d_slots, d_tags, d_
     )
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, inline="always")
 def prefetch_step(
     seq, n_seq, nmin, nmax, c_slots, c_tags, d_slots, d_tags, d_cand, fuse, params, n_keys
 ):
@@ -244,7 +249,7 @@ def constmap_values(stats, first):
     return values
 
 
-@njit(cache=True, nogil=True, _nrt=False)
+@njit(cache=True, nogil=True, _nrt=False, inline="always")
 def draft_arrays(
     seq, n_seq, n_draft, nmin, nmax,
     c_slots, c_tags, c_tok, c_cnt,

@@ -15,12 +15,13 @@ from .table import OK, append_token
 from .thresholds import NGRAM_MAX, NGRAM_MIN
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=True, nogil=True, _nrt=False)
 def replay_chunk(chunk, chunk_start, n_draft, ctx, dyn, stat, out, buf, dump, counters):
     """Replay one chunk; returns OK, CORRUPT (damaged static cache) or the table's need to grow.
 
-    The caches' arrays are taken out of their tuples once: inside the loop no
-    array reference is created, so no reference count is touched. The context
+    The caches' arrays are taken out of their tuples once, and the function
+    allocates nothing, so it runs without numba's runtime: no reference count
+    is touched, and drafting and updating are inlined into its loop. The context
     table must be large enough for the chunk (the caller sizes it, and on a
     growth status grows it, clears it and replays the chunk again).
     counters (int64): [n_calls, n_drafted, n_accept, dump words used].

@@ -42,8 +42,11 @@ one decoded token, by far the commonest, takes a one-pass shortcut to the
 same state (``_add_one``). The routines the hot loops call are compiled
 without numba's runtime (``_nrt=False``): they allocate nothing, and so
 never touch the reference counts that passing arrays around otherwise costs
-(two atomic operations per array per call). TOTAL and MAXC let the drafter
-reject most parts without reading them.
+(two atomic operations per array per call). The largest of them are inlined
+by numba (``inline="always"``): LLVM declines to, and a call that is not
+inlined passes each array as seven scalars on the stack, which cost replay
+a fifth of its time. TOTAL and MAXC let the drafter reject most parts
+without reading them.
 """
 
 from collections import namedtuple
@@ -266,7 +269,7 @@ def _merge_run(slots, tok, cnt, meta, s, rtok, rlo, rcnt, clo, n):
     slots[s, MAXC] = mx
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, inline="always")
 def _add_one(slots, tok, cnt, meta, s, x):
     """_merge_run of the one-token run (x, count 1), the update of every decoded token.
 
@@ -306,7 +309,7 @@ def _add_one(slots, tok, cnt, meta, s, x):
     meta[N_ENTRIES] += 1
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, inline="always")
 def _slot_for(slots, tags, tok, meta, k0, k1, k2, k3, n):
     """(OK, row, hash) of an n-gram about to get n more followers, created if
     new, or (what must grow first, -1, hash).
@@ -346,7 +349,7 @@ def _try_add(slots, tags, tok, cnt, meta, cand, k0, k1, k2, k3, rtok, rlo, rcnt,
     return status
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, inline="always")
 def _try_add_one(slots, tags, tok, cnt, meta, cand, seq, i, size):
     """Count seq[i] as a follower of the n-gram of this size before it: OK, or what must grow."""
     k0, k1, k2, k3 = ngram_at(seq, i, size)
@@ -414,7 +417,7 @@ def update(t, seq, length, nnew, nmin, nmax):
         t = grow(t, done & 3)
 
 
-@njit(cache=True, _nrt=False)
+@njit(cache=True, _nrt=False, inline="always")
 def append_token(slots, tags, tok, cnt, meta, cand, seq, length):
     """update(seq, length, nnew=1, sizes 1..4) on a table's arrays, without growing it.
 
