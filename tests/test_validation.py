@@ -5,9 +5,9 @@ import io
 import numpy as np
 import pytest
 
-from ngramdraft import CorruptFileError
+from ngramdraft import CorruptFileError, InvalidTokensError
 from ngramdraft.progress import Progress
-from ngramdraft.validation import check_cache_arrays
+from ngramdraft.validation import as_tokens, check_cache_arrays
 
 
 def _arrays():
@@ -43,6 +43,27 @@ def test_well_made_arrays_pass():
 def test_malformed_arrays_are_named(damage, words):
     with pytest.raises(CorruptFileError, match=words):
         check_cache_arrays(*damage(*_arrays()), where="cache.bin")
+
+
+@pytest.mark.parametrize("values", [[7], [0, 2**31 - 1], list(range(32)), list(range(33))])
+def test_int_lists_become_int32_arrays(values):
+    """Short lists take a fast path; it must agree with the general one."""
+    out = as_tokens(values)
+    assert out.dtype == np.int32 and out.tolist() == values
+
+
+@pytest.mark.parametrize(
+    ("values", "words"),
+    [
+        ([1, -2], "tokens\\[1\\] = -2"),
+        ([1, 2**31], "tokens\\[1\\] = 2147483648"),
+        ([1.0, 2.0], "dtype float64"),
+        ([True, False], "dtype bool"),
+    ],
+)
+def test_bad_short_lists_are_named(values, words):
+    with pytest.raises(InvalidTokensError, match=words):
+        as_tokens(values)
 
 
 class _Terminal(io.StringIO):
