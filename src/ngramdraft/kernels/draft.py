@@ -287,6 +287,8 @@ def draft_arrays(
         hs = key_hash_of(params, a2, b2, pad, pad)
         prefetch_cells(fuse, params, n_keys, hs)
         hashes = _hashes(buf, end, true_len, nmin, nmax, c_slots, c_tags, d_slots, d_tags, d_cand)
+        # The context role is not filtered (its thresholds are lax), so it is
+        # handed the dynamic table's bits only to fill the argument.
         tok, slo, sn = propose(
             c_slots, c_tags, c_tok, c_cnt, d_cand, False, buf, end, true_len, nmin, nmax, hashes,
             LAX_MIN_SAMPLE, LAX_MIN_PERCENT, keys, fuse, params, offsets, stok, scnt,
