@@ -51,6 +51,7 @@ def test_build_replay_inspect_convert_merge(cli, tmp_path, small):
     status, out, _ = cli("inspect", cache, "--verify", "--json")
     info = json.loads(out)
     assert status == 0 and info["verified"] and info["n_2grams"] > 0
+    assert info["format_version"] == 2 and info["max_count"] >= 1
 
     lookup = tmp_path / "c.bin"
     assert cli("convert", cache, "--to-llamacpp", "-o", lookup)[0] == 0
@@ -66,6 +67,7 @@ def test_build_replay_inspect_convert_merge(cli, tmp_path, small):
     a = json.loads(cli("inspect", cache, "--json")[1])
     m = json.loads(cli("inspect", merged, "--json")[1])
     assert m["n_entries"] == a["n_entries"] and m["n_2grams"] == a["n_2grams"]
+    assert m["max_count"] == 2 * a["max_count"]  # the same corpus twice
 
 
 def test_replay_dynamic_file_and_dump(cli, tmp_path):

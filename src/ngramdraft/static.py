@@ -273,6 +273,7 @@ class StaticCache(Cache):
             "n_entries": h.n_entries,
             "bytes_per_2gram": size / h.n_keys if size and h.n_keys else None,
             "max_token": h.max_token,
+            "max_count": h.max_count,
             "n_source_tokens": h.n_source_tokens,
             "sections": {
                 name: {"offset": o, "bytes": s, "xxh3_64": f"{d:016x}"}
