@@ -10,6 +10,7 @@ from ngramdraft import (
     StaticCache,
 )
 from ngramdraft import reference as R
+from ngramdraft.kernels import table as T
 
 
 def as_dict(cache):
@@ -71,6 +72,21 @@ def test_check_catches_a_missing_candidate_bit():
     cache._t.cand[:] = 0
     with pytest.raises(AssertionError, match="invariant broken"):
         cache._check()
+
+
+def test_merge_into_itself_doubles_every_count():
+    """A merge grows the table first. Merged into itself, a cache whose pool
+    must grow but whose slots need not would read parts the pool copy moved."""
+    cache = NgramCache()
+    cache._t = T.new_table(slots=1 << 12, pool=64)  # many slots, a tight pool
+    cache.update(np.random.default_rng(11).integers(0, 3, size=11))
+    t = cache._t
+    assert 4 * t.meta[T.N_NGRAMS] <= len(t.tags)  # slots do not grow
+    assert t.meta[T.POOL_USED] + t.meta[T.N_ENTRIES] > len(t.tok)  # the pool does
+    before = as_dict(cache)
+    cache.merge(cache)
+    cache._check()
+    assert as_dict(cache) == {k: {t: 2 * c for t, c in v.items()} for k, v in before.items()}
 
 
 def test_merge_adds_counts_and_grows():

@@ -174,11 +174,12 @@ def prefetch_slot(slots, tags, h):
 
 
 @njit(cache=True)
-def _grow_slots(t):
+def _grow_slots(t, capacity):
+    """The table rehashed into ``capacity`` slots (a larger power of two)."""
     old = t.slots
-    rows = np.zeros((2 * old.shape[0], ROW), dtype=np.int64)
-    tags = np.zeros(2 * old.shape[0], dtype=np.uint8)
-    cand = np.zeros(_cand_words(2 * old.shape[0]), dtype=np.uint64)
+    rows = np.zeros((capacity, ROW), dtype=np.int64)
+    tags = np.zeros(capacity, dtype=np.uint8)
+    cand = np.zeros(_cand_words(capacity), dtype=np.uint64)
     for s in range(old.shape[0]):
         if t.tags[s]:
             k0, k1, k2, k3 = unpack_key(old, s)
@@ -364,8 +365,22 @@ def _try_add_one(slots, tags, tok, cnt, meta, cand, seq, i, size):
 def grow(t, status, n=1):
     """The table with room for what ``status`` asked for (and ``n`` more pool entries)."""
     if status == NEED_SLOTS:
-        return _grow_slots(t)
+        return _grow_slots(t, 2 * t.slots.shape[0])
     return _grow_pool(t, n + 2 * t.tok.shape[0] // 8)
+
+
+def reserve(t, n_ngrams, n_entries):
+    """t grown once for n_ngrams more n-grams and n_entries more followers.
+
+    A merge or load knows its size: one rehash and one pool copy instead of
+    a doubling at a time. Only a hint: what still does not fit grows later.
+    """
+    need = 2 * (int(t.meta[N_NGRAMS]) + int(n_ngrams))
+    if need > t.slots.shape[0]:
+        t = _grow_slots(t, 1 << (need - 1).bit_length())
+    if t.meta[POOL_USED] + n_entries > t.tok.shape[0]:
+        t = _grow_pool(t, int(n_entries))
+    return t
 
 
 @njit(cache=True, _nrt=False)
@@ -401,20 +416,25 @@ def update_arrays(slots, tags, tok, cnt, meta, cand, seq, length, nnew, nmin, nm
 
 
 def update(t, seq, length, nnew, nmin, nmax):
-    """update_arrays, growing the table as needed; returns the table.
+    """update_arrays, growing the table as needed; returns the table."""
+    return _growing(t, update_arrays, (seq, length, nnew, nmin, nmax))
 
-    A Python loop on purpose: numba boxes a returned Table slowly, and the
-    table only grows O(log n) times.
+
+def _growing(t, kernel, args, part_length=None):
+    """Call kernel(*t, *args, resume) until it returns -1, growing t as it asks.
+
+    The kernel returns ``position << 2 | status`` when the part at
+    ``position`` did not fit; part_length(position) is that part's length
+    (None: one token). A Python loop on purpose: numba boxes a returned Table
+    slowly, and a table grows O(log n) times.
     """
     resume = 0
     while True:
-        done = update_arrays(
-            t.slots, t.tags, t.tok, t.cnt, t.meta, t.cand, seq, length, nnew, nmin, nmax, resume
-        )
+        done = kernel(*t, *args, resume)
         if done < 0:
             return t
         resume = done >> 2
-        t = grow(t, done & 3)
+        t = grow(t, done & 3, 1 if part_length is None else part_length(resume))
 
 
 @njit(cache=True, _nrt=False, inline="always")
@@ -433,61 +453,63 @@ def append_token(slots, tags, tok, cnt, meta, cand, seq, length):
     return OK
 
 
-@njit(cache=True)
-def merge(t, src):
-    """Add every (n-gram, token, count) of src into t; returns t."""
-    slots, tags, tok, cnt, meta, cand = t
-    s_slots, s_tags, s_tok, s_cnt = src.slots, src.tags, src.tok, src.cnt
-    for s in range(s_slots.shape[0]):
+@njit(cache=True, _nrt=False)
+def merge_arrays(slots, tags, tok, cnt, meta, cand, s_slots, s_tags, s_tok, s_cnt, resume):
+    """Add the parts of source rows resume.. into a table's arrays, without growing it.
+
+    Returns -1 when every part was added, else ``row << 2 | status`` for the
+    first source row whose part did not fit (see update_arrays).
+    """
+    for s in range(resume, s_slots.shape[0]):
         if s_tags[s] == 0:
             continue
         k0, k1, k2, k3 = unpack_key(s_slots, s)
         a, m = s_slots[s, START], s_slots[s, LENGTH]
-        while True:
-            status = _try_add(
-                slots, tags, tok, cnt, meta, cand, k0, k1, k2, k3, s_tok, a, s_cnt, a, m
-            )
-            if status == OK:
-                break
-            slots, tags, tok, cnt, meta, cand = grow(
-                Table(slots, tags, tok, cnt, meta, cand), status, m
-            )
-    return Table(slots, tags, tok, cnt, meta, cand)
+        status = _try_add(slots, tags, tok, cnt, meta, cand, k0, k1, k2, k3, s_tok, a, s_cnt, a, m)
+        if status != OK:
+            return (s << 2) | status
+    return -1
 
 
-@njit(cache=True)
-def load_sorted(t, keys, offsets, rtok, rcnt):
-    """Add the n-grams of flat arrays (keys[i] owns rtok/rcnt[offsets[i]:offsets[i+1]])."""
-    slots, tags, tok, cnt, meta, cand = t
+def merge(t, src):
+    """Add every (n-gram, token, count) of src into t; returns t (grown as needed)."""
+    if src.slots is t.slots:
+        # Growing t would move the parts src is being read from.
+        src = Table(*(a.copy() for a in src))
+    t = reserve(t, src.meta[N_NGRAMS], src.meta[N_ENTRIES])
+    return _growing(
+        t,
+        merge_arrays,
+        (src.slots, src.tags, src.tok, src.cnt),
+        lambda row: src.slots[row, LENGTH],
+    )
+
+
+@njit(cache=True, _nrt=False)
+def load_arrays(slots, tags, tok, cnt, meta, cand, keys, offsets, rtok, rcnt, resume):
+    """Add keys[resume:] (keys[i] owns rtok/rcnt[offsets[i]:offsets[i+1]]), without growing.
+
+    Returns -1 or ``i << 2 | status`` (see update_arrays).
+    """
     width = keys.shape[1]
-    for i in range(keys.shape[0]):
+    for i in range(resume, keys.shape[0]):
         k2 = keys[i, 2] if width > 2 else np.int32(-1)
         k3 = keys[i, 3] if width > 3 else np.int32(-1)
         a, m = offsets[i], offsets[i + 1] - offsets[i]
-        while True:
-            status = _try_add(
-                slots,
-                tags,
-                tok,
-                cnt,
-                meta,
-                cand,
-                keys[i, 0],
-                keys[i, 1],
-                k2,
-                k3,
-                rtok,
-                a,
-                rcnt,
-                a,
-                m,
-            )
-            if status == OK:
-                break
-            slots, tags, tok, cnt, meta, cand = grow(
-                Table(slots, tags, tok, cnt, meta, cand), status, m
-            )
-    return Table(slots, tags, tok, cnt, meta, cand)
+        status = _try_add(
+            slots, tags, tok, cnt, meta, cand, keys[i, 0], keys[i, 1], k2, k3, rtok, a, rcnt, a, m
+        )
+        if status != OK:
+            return (i << 2) | status
+    return -1
+
+
+def load_sorted(t, keys, offsets, rtok, rcnt):
+    """Add the n-grams of flat arrays (keys[i] owns rtok/rcnt[offsets[i]:offsets[i+1]])."""
+    t = reserve(t, len(keys), len(rtok))
+    return _growing(
+        t, load_arrays, (keys, offsets, rtok, rcnt), lambda i: offsets[i + 1] - offsets[i]
+    )
 
 
 @njit(cache=True)
