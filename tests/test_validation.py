@@ -66,6 +66,16 @@ def test_bad_short_lists_are_named(values, words):
         as_tokens(values)
 
 
+@pytest.mark.parametrize("n", [2, 32, 33, 500])
+def test_negative_int32_ids_are_named_at_any_length(n):
+    """Short int32 arrays are checked as lists, long ones by numpy: both must catch it."""
+    values = np.arange(n, dtype=np.int32)
+    values[n // 2] = -9
+    with pytest.raises(InvalidTokensError, match=f"tokens\\[{n // 2}\\] = -9"):
+        as_tokens(values)
+    assert as_tokens(np.abs(values)).tolist() == np.abs(values).tolist()
+
+
 class _Terminal(io.StringIO):
     def isatty(self):
         return True

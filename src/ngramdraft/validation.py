@@ -32,8 +32,9 @@ def as_tokens(values, name="tokens"):
         return np.array(values, dtype=np.int32)
     arr = np.asarray(values)
     if arr.dtype == np.int32 and arr.ndim == 1:
-        # The common case in a decoding loop: only negative ids can be out of range.
-        if arr.size and arr.min() < 0:
+        # The common case in a decoding loop: only negative ids can be out of
+        # range. A few tokens are checked faster as a list than by numpy's min().
+        if arr.size and (min(arr.tolist()) if arr.size <= 32 else arr.min()) < 0:
             check_token_range(arr, name)
         return np.ascontiguousarray(arr)
     if arr.size == 0 and arr.ndim == 1:
