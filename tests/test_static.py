@@ -11,7 +11,7 @@ from ngramdraft.build import TokenSource, build_static, plan_ranges
 from ngramdraft.fileformat import SECTIONS
 from ngramdraft.kernels.constmap import value_of
 from ngramdraft.kernels.draft import try_static
-from ngramdraft.kernels.frozen import DRAFTS, find_key, key_hash_of, may_draft
+from ngramdraft.kernels.frozen import DRAFTS, find_key_hashed, key_hash_of, may_draft
 
 
 def _rng_tokens(seed, n, vocab):
@@ -45,7 +45,7 @@ def test_constmap_flags_say_which_keys_draft(tmp_path):
     assert 0 < sum(flags) < len(flags)
     for a, b in _rng_tokens(6, (5000, 2), 90).reshape(-1, 2).tolist():
         h = np.uint64(key_hash_of(f.params, a, b, -1, -1))
-        k = find_key(f.keys, f.fuse, f.params, a, b, -1, -1)
+        k = find_key_hashed(f.keys, f.fuse, f.params, a, b, -1, -1, h)
         drafts = k >= 0 and try_static(*(int(x) for x in f.stats[k])) >= 0
         assert drafts <= bool(may_draft(f.fuse, f.params, len(f.keys), h))
     assert cache.header.max_count == f.counts.max()

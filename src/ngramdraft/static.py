@@ -27,7 +27,7 @@ from .fileformat import (
 )
 from .fileformat import prefault as fileformat_prefault
 from .kernels.draft import constmap_values
-from .kernels.frozen import CORRUPT, Frozen, find_key, span
+from .kernels.frozen import CORRUPT, Frozen, followers_span, key_hash_of
 from .kernels.triples import span_stats
 from .tokenfile import TokenFile
 from .tokenizer import identity_of
@@ -179,10 +179,9 @@ class StaticCache(Cache):
     def followers(self, ngram):
         k0, k1, k2, k3 = check_ngram(ngram)
         f = self._frozen
-        i = find_key(f.keys, f.fuse, f.params, k0, k1, k2, k3)
-        if i < 0:
-            return np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.int32)
-        lo, n = span(f.offsets, len(f.tokens), i)
+        h = np.uint64(key_hash_of(f.params, k0, k1, k2, k3))
+        n_entries = len(f.tokens)
+        lo, n = followers_span(f.keys, f.fuse, f.params, f.offsets, n_entries, k0, k1, k2, k3, h)
         if n == CORRUPT:
             raise CorruptFileError(f"{self.path}: offsets of 2-gram {ngram} are impossible")
         return self._frozen.tokens[lo : lo + n].copy(), self._frozen.counts[lo : lo + n].copy()

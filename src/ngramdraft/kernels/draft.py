@@ -23,7 +23,7 @@ import numpy as np
 from numba import njit
 
 from .constmap import prefetch_cells
-from .frozen import CORRUPT, DRAFTS, find_key_hashed, key_hash_of, may_draft, span
+from .frozen import CORRUPT, DRAFTS, find_key_hashed, followers_span, key_hash_of, may_draft
 from .search import find
 from .table import (
     LENGTH,
@@ -41,9 +41,9 @@ from .thresholds import (
     LAX_MIN_SAMPLE,
     NGRAM_MAX,
     NGRAM_STATIC,
-    PRECHECK_LIMIT,
     STRICT_MIN_PERCENT,
     STRICT_MIN_SAMPLE,
+    may_pass,
 )
 
 _INT32_LIMIT = 2**31
@@ -100,9 +100,7 @@ def try_primary(
         if s < 0:
             continue
         total = slots[s, TOTAL]
-        if total < PRECHECK_LIMIT and (
-            total < min_sample[i] or 100 * slots[s, MAXC] < min_percent[i] * total
-        ):
+        if not may_pass(total, slots[s, MAXC], min_sample[i], min_percent[i]):
             continue
         a = slots[s, START]
         m = slots[s, LENGTH]
@@ -139,18 +137,6 @@ def try_primary(
     return -1
 
 
-@njit(cache=True, _nrt=False)
-def static_part(keys, fuse, params, offsets, n_entries, a, b, h):
-    """(start, length) of the static followers of 2-gram (a, b) of hash h; (0, 0) if absent.
-
-    The length is CORRUPT when the file's offsets are impossible.
-    """
-    key = find_key_hashed(keys, fuse, params, a, b, np.int32(-1), np.int32(-1), h)
-    if key < 0:
-        return np.int64(0), np.int64(0)
-    return span(offsets, n_entries, key)
-
-
 @njit(cache=True, _nrt=False, inline="always")
 def propose(
     slots, tags, tok, cnt, cand, filtered, seq, end, true_len, nmin, nmax, hashes,
@@ -169,8 +155,9 @@ def propose(
         )  # fmt: skip
         if t != NEED_STATIC:
             return t, slo, sn
-        slo, sn = static_part(
-            keys, fuse, params, offsets, stok.shape[0], seq[end - 2], seq[end - 1], h
+        pad = np.int32(-1)
+        slo, sn = followers_span(
+            keys, fuse, params, offsets, stok.shape[0], seq[end - 2], seq[end - 1], pad, pad, h
         )
         if sn == CORRUPT:
             return -1, slo, sn

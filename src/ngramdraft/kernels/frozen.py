@@ -52,13 +52,8 @@ def key_hash_of(params, k0, k1, k2, k3):
 
 
 @njit(cache=True, _nrt=False)
-def find_key(keys, fuse, params, k0, k1, k2, k3):
-    """Index of the key in a frozen cache's keys, or -1 when absent."""
-    return find_key_hashed(keys, fuse, params, k0, k1, k2, k3, key_hash_of(params, k0, k1, k2, k3))
-
-
-@njit(cache=True, _nrt=False)
 def find_key_hashed(keys, fuse, params, k0, k1, k2, k3, h):
+    """Index of the key of hash h in a frozen cache's keys, or -1 when absent."""
     n = keys.shape[0]
     i = value_of(fuse, params, n, h) & (DRAFTS - 1)
     if i >= n:
@@ -71,6 +66,18 @@ def find_key_hashed(keys, fuse, params, k0, k1, k2, k3, h):
     elif k2 != -1 or k3 != -1:
         return np.int64(-1)
     return i
+
+
+@njit(cache=True, _nrt=False)
+def followers_span(keys, fuse, params, offsets, n_entries, k0, k1, k2, k3, h):
+    """(start, length) of the followers of the key of hash h; (0, 0) when absent.
+
+    The length is CORRUPT when the file's offsets are impossible.
+    """
+    i = find_key_hashed(keys, fuse, params, k0, k1, k2, k3, h)
+    if i < 0:
+        return np.int64(0), np.int64(0)
+    return span(offsets, n_entries, i)
 
 
 @njit(cache=True, _nrt=False)

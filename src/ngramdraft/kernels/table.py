@@ -57,7 +57,7 @@ from numba import njit
 from .hashing import key_hash
 from .prefetch import prefetch
 from .search import find, floor_index
-from .thresholds import PRECHECK_LIMIT, STRICT_FLOOR_PERCENT, STRICT_FLOOR_SAMPLE
+from .thresholds import STRICT_FLOOR_PERCENT, STRICT_FLOOR_SAMPLE, may_pass
 
 Table = namedtuple("Table", "slots tags tok cnt meta cand")
 
@@ -144,10 +144,7 @@ def _home(tags, h):
 @njit(cache=True, _nrt=False)
 def _may_pass(slots, s):
     """Whether row s's part reaches the dynamic role's least thresholds."""
-    total = slots[s, TOTAL]
-    return total >= PRECHECK_LIMIT or (
-        total >= STRICT_FLOOR_SAMPLE and 100 * slots[s, MAXC] >= STRICT_FLOOR_PERCENT * total
-    )
+    return may_pass(slots[s, TOTAL], slots[s, MAXC], STRICT_FLOOR_SAMPLE, STRICT_FLOOR_PERCENT)
 
 
 @njit(cache=True, _nrt=False)
@@ -290,14 +287,15 @@ def _add_one(slots, tok, cnt, meta, s, x):
     c = slots[s, CAPAC]
     if m + 1 > c:
         b = meta[POOL_USED]
+        room = max(2 * c, m + 1)
         for i in range(a, a + m):
             j = b + i - a + (i >= p)
             tok[j] = tok[i]
             cnt[j] = cnt[i]
         meta[POOL_WASTE] += c
-        meta[POOL_USED] = b + max(2 * c, m + 1)
+        meta[POOL_USED] = b + room
         slots[s, START] = b
-        slots[s, CAPAC] = max(2 * c, m + 1)
+        slots[s, CAPAC] = room
         p += b - a
     else:
         for i in range(a + m, p, -1):

@@ -8,6 +8,7 @@ position in the n-gram list (sizes ngram_min..ngram_max), not by the size.
 """
 
 import numpy as np
+from numba import njit
 
 NGRAM_MIN = 1
 NGRAM_MAX = 4
@@ -27,3 +28,13 @@ STRICT_FLOOR_PERCENT = int(STRICT_MIN_PERCENT.min())
 # wrap, so the thresholds can be tested on the stored sum and largest count
 # before reading the part (the winner's count is never above the largest).
 PRECHECK_LIMIT = (2**31 - 1) // 100
+
+
+@njit(cache=True, _nrt=False)
+def may_pass(total, maxc, min_sample, min_percent):
+    """Whether a part of exact count sum ``total`` and largest count ``maxc`` can pass.
+
+    Exact below PRECHECK_LIMIT (the scan's winner has at most maxc); above it
+    the wrapped int32 arithmetic decides, so every such part may pass.
+    """
+    return total >= PRECHECK_LIMIT or (total >= min_sample and 100 * maxc >= min_percent * total)
