@@ -44,18 +44,14 @@ from .thresholds import (
     STRICT_MIN_PERCENT,
     STRICT_MIN_SAMPLE,
     may_pass,
+    passes,
+    wrap32,
 )
 
 _INT32_LIMIT = 2**31
 
 UNKNOWN = -1  # length of the static part before it is looked up
 NEED_STATIC = -2  # try_primary: look the static part up and ask again
-
-
-@njit(cache=True, _nrt=False)
-def wrap32(x):
-    """x reduced to int32 with two's-complement wrap-around, kept in an int64."""
-    return ((np.int64(x) + 0x80000000) & 0xFFFFFFFF) - 0x80000000
 
 
 @njit(cache=True, _nrt=False, inline="always")
@@ -131,9 +127,8 @@ def try_primary(
                 max_cp = c
                 max_cs = w
             acc = wrap32(acc + c)
-        if acc < min_sample[i] or wrap32(100 * max_cp) < wrap32(min_percent[i] * acc):
-            continue
-        return best
+        if passes(acc, max_cp, min_sample[i], min_percent[i]):
+            return best
     return -1
 
 
@@ -193,6 +188,17 @@ def _hashes(seq, end, true_len, nmin, nmax, c_slots, c_tags, d_slots, d_tags, d_
 
 
 @njit(cache=True, _nrt=False, inline="always")
+def _request_step(
+    seq, end, true_len, nmin, nmax, c_slots, c_tags, d_slots, d_tags, d_cand, fuse, params, n_keys
+):
+    """(static hash, table hashes) of a draft step after seq[:end], its first lines requested."""
+    pad = np.int32(-1)
+    hs = key_hash_of(params, seq[end - 2], seq[end - 1], pad, pad)
+    prefetch_cells(fuse, params, n_keys, hs)
+    return hs, _hashes(seq, end, true_len, nmin, nmax, c_slots, c_tags, d_slots, d_tags, d_cand)
+
+
+@njit(cache=True, _nrt=False, inline="always")
 def prefetch_step(
     seq, n_seq, nmin, nmax, c_slots, c_tags, d_slots, d_tags, d_cand, fuse, params, n_keys
 ):
@@ -202,10 +208,10 @@ def prefetch_step(
     own work on it (the context update), finds them loaded when it drafts.
     """
     if n_seq >= NGRAM_STATIC:
-        pad = np.int32(-1)
-        h = key_hash_of(params, seq[n_seq - 2], seq[n_seq - 1], pad, pad)
-        prefetch_cells(fuse, params, n_keys, h)
-        _hashes(seq, n_seq, n_seq, nmin, nmax, c_slots, c_tags, d_slots, d_tags, d_cand)
+        _request_step(
+            seq, n_seq, n_seq, nmin, nmax, c_slots, c_tags, d_slots, d_tags, d_cand,
+            fuse, params, n_keys,
+        )  # fmt: skip
 
 
 @njit(cache=True, _nrt=False)
@@ -215,11 +221,8 @@ def try_static(best, mx, acc):
     best, mx, acc: the part's first strictly largest count's token, that
     count and the wrapped sum of counts (precomputed in the file's stats).
     """
-    if (
-        best < 0
-        or acc < LAX_MIN_SAMPLE[NGRAM_STATIC - 1]
-        or wrap32(100 * mx) < wrap32(LAX_MIN_PERCENT[NGRAM_STATIC - 1] * acc)
-    ):
+    i = NGRAM_STATIC - 1
+    if best < 0 or not passes(acc, mx, LAX_MIN_SAMPLE[i], LAX_MIN_PERCENT[i]):
         return -1
     return best
 
@@ -270,10 +273,10 @@ def draft_arrays(
     while d < n_draft:
         end = tail + d
         true_len = n_seq + d
-        a2, b2 = buf[end - 2], buf[end - 1]
-        hs = key_hash_of(params, a2, b2, pad, pad)
-        prefetch_cells(fuse, params, n_keys, hs)
-        hashes = _hashes(buf, end, true_len, nmin, nmax, c_slots, c_tags, d_slots, d_tags, d_cand)
+        hs, hashes = _request_step(
+            buf, end, true_len, nmin, nmax, c_slots, c_tags, d_slots, d_tags, d_cand,
+            fuse, params, n_keys,
+        )  # fmt: skip
         # The context role is not filtered (its thresholds are lax), so it is
         # handed the dynamic table's bits only to fill the argument.
         tok, slo, sn = propose(
@@ -290,7 +293,7 @@ def draft_arrays(
         if sn == CORRUPT:
             return CORRUPT
         if tok < 0 and may_draft(fuse, params, n_keys, hs):
-            key = find_key_hashed(keys, fuse, params, a2, b2, pad, pad, hs)
+            key = find_key_hashed(keys, fuse, params, buf[end - 2], buf[end - 1], pad, pad, hs)
             if key >= 0:
                 tok = try_static(stats[key, 0], np.int64(stats[key, 1]), np.int64(stats[key, 2]))
         if tok < 0:

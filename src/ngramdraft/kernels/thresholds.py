@@ -1,7 +1,8 @@
 """llama.cpp's drafting thresholds, as tables (common/ngram-cache.h).
 
 A part proposes its best follower only if its count sum reaches MIN_SAMPLE
-and the best follower's count is at least MIN_PERCENT of the sum. The context
+and the best follower's count is at least MIN_PERCENT of the sum, in int32
+arithmetic with wrap-around as the compiled C++ does (``passes``). The context
 cache uses the lax tables, the dynamic cache the strict ones, the static
 cache alone the lax entry of NGRAM_STATIC. Tables are indexed by the
 position in the n-gram list (sizes ngram_min..ngram_max), not by the size.
@@ -38,3 +39,15 @@ def may_pass(total, maxc, min_sample, min_percent):
     the wrapped int32 arithmetic decides, so every such part may pass.
     """
     return total >= PRECHECK_LIMIT or (total >= min_sample and 100 * maxc >= min_percent * total)
+
+
+@njit(cache=True, _nrt=False)
+def wrap32(x):
+    """x reduced to int32 with two's-complement wrap-around, kept in an int64."""
+    return ((np.int64(x) + 0x80000000) & 0xFFFFFFFF) - 0x80000000
+
+
+@njit(cache=True, _nrt=False)
+def passes(acc, mx, min_sample, min_percent):
+    """Whether a part of wrapped count sum acc whose winner counts mx proposes it."""
+    return acc >= min_sample and wrap32(100 * mx) >= wrap32(min_percent * acc)

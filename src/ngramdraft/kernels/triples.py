@@ -9,6 +9,8 @@ exactly the static file's order (keys ascending, followers ascending).
 import numpy as np
 from numba import njit
 
+from .thresholds import wrap32
+
 INT32_MAX = 2**31 - 1
 
 
@@ -90,7 +92,7 @@ def span_stats(offsets, tokens, counts):
             if counts[j] > mx:
                 mx = counts[j]
                 best = tokens[j]
-            acc = ((acc + counts[j] + 0x80000000) & 0xFFFFFFFF) - 0x80000000
+            acc = wrap32(acc + counts[j])
         stats[i, 0] = best
         stats[i, 1] = mx
         stats[i, 2] = acc
