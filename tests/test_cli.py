@@ -158,3 +158,25 @@ def test_missing_output_directory_is_named(cli, tmp_path):
     )
     assert status == 1
     assert err == f"ngramdraft: error: {tmp_path / 'no' / 'such'}: no such directory\n"
+
+
+@pytest.mark.parametrize(
+    ("argv", "module", "extra"),
+    [
+        (("generate", "m.gguf", "-p", "x"), "llama_cpp", "llama"),
+        (("serve", "m.gguf"), "fastapi", "server"),
+        (("build-static", "c.txt", "--tokenizer", "m.gguf", "-o", "c.ngd"), "llama_cpp", "llama"),
+    ],
+)
+def test_missing_engine_package_is_a_one_line_error(
+    cli, monkeypatch, tmp_path, argv, module, extra
+):
+    for name in list(sys.modules):
+        if name == module or name.startswith(module + "."):
+            monkeypatch.setitem(sys.modules, name, None)
+    monkeypatch.setitem(sys.modules, module, None)  # import now raises ImportError
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "c.txt").write_text("some text\n")
+    status, _, err = cli(*argv)
+    assert status == 1
+    assert f"pip install 'ngramdraft[{extra}]'" in err and err.count("\n") == 1

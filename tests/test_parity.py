@@ -4,6 +4,7 @@ import numpy as np
 import pytest
 
 from conftest import needs_shared
+from ngramdraft import NgramCache
 
 pytestmark = [needs_shared, pytest.mark.slow]
 
@@ -124,3 +125,20 @@ def _top_tie(seq, context, dynamic, static):
         if len(scores) > 1 and scores[0] == scores[1]:
             return True
     return False
+
+
+@needs_shared
+@pytest.mark.slow
+def test_converted_lookup_file_is_what_llama_cpp_writes(cli, parity_dir, static25, tmp_path):
+    """`convert --to-llamacpp` writes llama-lookup-create's file, record order aside.
+
+    llama-server (`--spec-type ngram-cache -lcs X.bin`) and llama-lookup read
+    such a file into a hash map, so record and follower order cannot matter:
+    equal records and an equal size are what it takes to feed them.
+    """
+    ours = tmp_path / "static.bin"
+    assert cli("convert", static25.path, "--to-llamacpp", "-o", ours)[0] == 0
+    theirs = parity_dir / "llamacpp-static-25M.bin"
+    assert ours.stat().st_size == theirs.stat().st_size
+    for a, b in zip(NgramCache.load(ours).arrays(), NgramCache.load(theirs).arrays(), strict=True):
+        assert np.array_equal(a, b)

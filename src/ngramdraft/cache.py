@@ -62,6 +62,12 @@ class Cache(abc.ABC):
     @abc.abstractmethod
     def _save_native(self, path): ...
 
+    @property
+    def max_token(self):
+        """The largest token id in any n-gram or follower (-1 when empty)."""
+        keys, _, tokens, _ = self.arrays()
+        return int(max(keys.max(initial=-1), tokens.max(initial=-1)))
+
     def __contains__(self, ngram):
         return len(self.followers(ngram)[0]) > 0
 

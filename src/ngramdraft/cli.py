@@ -70,7 +70,12 @@ def _parser():
 
     r = sub.add_parser("replay", help="replay a token file as llama.cpp's lookup-stats does")
     r.add_argument("tokens", metavar="TOKENS", help="token file (.i32/.bin/.npy) or text file")
-    r.add_argument("--tokenizer", metavar="NAME", help="tokenize a text file (and check the cache)")
+    r.add_argument(
+        "--tokenizer",
+        metavar="NAME",
+        help="tokenize a text file (and check the cache): a bundled name, "
+        "MODEL.gguf or tokenizer.json",
+    )
     r.add_argument("--token-cache", metavar="DIR", help="where tokenized texts are kept")
     r.add_argument("--static", metavar="CACHE", help="native static cache or llama.cpp lookup file")
     r.add_argument("--dynamic", metavar="FILE", help="initial dynamic cache (native or llama.cpp)")
@@ -99,7 +104,155 @@ def _parser():
     m.add_argument("-o", "--output", required=True, metavar="CACHE")
     m.add_argument("--memory-limit", type=parse_size, metavar="SIZE")
     m.add_argument("-q", "--quiet", action="store_true")
+    g = sub.add_parser(
+        "generate",
+        help="generate with a GGUF model and ngramdraft drafting (as llama.cpp's llama-lookup)",
+        description="Greedy generation with llama-cpp-python, drafting with ngramdraft; prints "
+        "the text, then tokens/s, forward passes, drafted and accepted tokens.",
+        epilog="example: ngramdraft generate model.gguf --prompt-file doc.txt -n 256 "
+        "--static wiki.ngd --compare",
+    )
+    _add_model_arguments(g)
+    prompt = g.add_mutually_exclusive_group(required=True)
+    prompt.add_argument("-p", "--prompt", metavar="TEXT", help="the prompt")
+    prompt.add_argument("-f", "--prompt-file", metavar="FILE", help="read the prompt from FILE")
+    g.add_argument(
+        "-n",
+        "--n-predict",
+        type=_positive,
+        default=256,
+        metavar="N",
+        help="tokens to generate (default: 256)",
+    )
+    g.add_argument(
+        "--compare",
+        action="store_true",
+        help="also generate without drafting: speedup, and whether the outputs are identical",
+    )
+    g.add_argument("--json", action="store_true", help="figures as one JSON object on stdout")
+
+    s = sub.add_parser(
+        "serve",
+        help="OpenAI-compatible server (llama-cpp-python's) drafting with ngramdraft",
+        description="Serve a GGUF model over llama-cpp-python's OpenAI-compatible API "
+        "(/v1/completions, /v1/chat/completions) with ngramdraft drafting.",
+        epilog="example: ngramdraft serve model.gguf --static wiki.ngd --dynamic seen.ngd "
+        "--port 8000",
+    )
+    _add_model_arguments(s)
+    s.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
+    s.add_argument("--port", type=_positive, default=8000, help="port (default: 8000)")
     return p
+
+
+def _add_model_arguments(p):
+    p.add_argument("model", metavar="MODEL.gguf", help="a GGUF model file")
+    p.add_argument(
+        "--static", "-lcs", metavar="CACHE", help="static cache (native or llama.cpp lookup file)"
+    )
+    p.add_argument(
+        "--dynamic",
+        "-lcd",
+        metavar="FILE",
+        help="dynamic cache: loaded if it exists, saved as sequences finish",
+    )
+    p.add_argument(
+        "--n-draft",
+        "--draft",
+        type=_positive,
+        default=8,
+        metavar="N",
+        help="most tokens drafted per forward pass (default: 8)",
+    )
+    p.add_argument(
+        "-c",
+        "--n-ctx",
+        type=_positive,
+        default=4096,
+        metavar="N",
+        help="context size (default: 4096)",
+    )
+    p.add_argument(
+        "-t",
+        "--threads",
+        type=_positive,
+        metavar="N",
+        help="CPU threads (default: llama.cpp's choice)",
+    )
+
+
+def _draft_model(args):
+    from .integrations.llama_cpp import NgramDraftModel
+
+    return NgramDraftModel(static=args.static, dynamic=args.dynamic, n_draft=args.n_draft)
+
+
+def cmd_generate(args):
+    from .integrations import llama_cpp as engine
+
+    if args.prompt_file is not None:
+        text = Path(args.prompt_file).read_text(encoding="utf-8")
+    else:
+        text = args.prompt
+    draft = _draft_model(args)
+    llama = engine.load_llama(
+        args.model, draft_model=draft, n_ctx=args.n_ctx, n_threads=args.threads
+    )
+    prompt = llama.tokenize(text.encode("utf-8"), add_bos=True)
+    if len(prompt) + args.n_predict > args.n_ctx:
+        raise InvalidParameterError(
+            f"prompt ({len(prompt)} tokens) + -n {args.n_predict} exceeds the context "
+            f"(-c {args.n_ctx}): raise -c or lower -n"
+        )
+    runs = {"ngramdraft": engine.generate(llama, prompt, args.n_predict, draft)}
+    draft.finish()
+    if args.compare:
+        runs["no drafting"] = engine.generate(llama, prompt, args.n_predict, None)
+    figures = {
+        name: {
+            "n_tokens": len(g.tokens),
+            "seconds": g.seconds,
+            "tokens_per_s": g.tokens_per_s,
+            "forward_passes": g.passes,
+            "tokens_per_pass": g.tokens_per_pass,
+            "drafted": g.drafted,
+            "accepted": g.accepted,
+        }
+        for name, g in runs.items()
+    }
+    if args.compare:
+        base = runs["no drafting"]
+        figures["speedup"] = runs["ngramdraft"].tokens_per_s / base.tokens_per_s
+        figures["identical"] = runs["ngramdraft"].tokens == base.tokens
+    if args.json:
+        print(json.dumps(figures))
+        return
+    print(runs["ngramdraft"].text)
+    print()
+    for name, g in runs.items():
+        f = figures[name]
+        rate = 100 * g.accepted / g.drafted if g.drafted else 0.0
+        print(
+            f"{name:<12} {f['n_tokens']} tokens in {g.seconds:.2f} s = {g.tokens_per_s:.1f} "
+            f"tokens/s; {g.passes} forward passes ({g.tokens_per_pass:.2f} tokens per pass); "
+            f"drafted {g.drafted}, accepted {g.accepted} ({rate:.1f}%)"
+        )
+    if args.compare:
+        same = "identical" if figures["identical"] else "DIFFERENT"
+        print(f"speedup      {figures['speedup']:.2f}x; outputs {same}")
+
+
+def cmd_serve(args):
+    from .integrations.llama_cpp_server import serve
+
+    serve(
+        args.model,
+        draft_model=_draft_model(args),
+        host=args.host,
+        port=args.port,
+        n_ctx=args.n_ctx,
+        **({"n_threads": args.threads} if args.threads else {}),
+    )
 
 
 def cmd_build_static(args):
@@ -226,6 +379,8 @@ COMMANDS = {
     "convert": cmd_convert,
     "inspect": cmd_inspect,
     "merge-static": cmd_merge_static,
+    "generate": cmd_generate,
+    "serve": cmd_serve,
 }
 
 

@@ -68,8 +68,8 @@ def add_corpus_arguments(p):
     g.add_argument(
         "--tokenizer",
         metavar="NAME",
-        help="bundled encoding (llama3, qwen3, cl100k_base, o200k_base), "
-        "a tokenizer.json path, or a hub name",
+        help="bundled encoding (llama3, qwen3, cl100k_base, o200k_base), a GGUF model "
+        "(MODEL.gguf: its own vocabulary), a tokenizer.json path, or a hub name",
     )
     g.add_argument(
         "--separate-documents",

@@ -6,7 +6,7 @@ from pathlib import Path
 import numpy as np
 
 from .cache import NgramCache, as_mutable, file_format
-from .errors import CorruptFileError, NgramdraftError
+from .errors import CorruptFileError, NgramdraftError, VocabularyError
 from .kernels import table as T
 from .kernels.draft import draft_arrays
 from .kernels.frozen import CORRUPT, empty_frozen
@@ -98,6 +98,43 @@ class Drafter:
         """Append verified tokens (accepted drafts and the model's own token)."""
         self._require_started()
         self._append(as_tokens(tokens, "tokens"))
+
+    def sync(self, sequence):
+        """Follow an engine that hands over the whole sequence at every step.
+
+        If ``sequence`` extends the one this drafter holds, only the new tokens
+        are accepted. Anything else (a new prompt, an edited history) finishes
+        the current sequence, merging it into the dynamic cache, and starts
+        ``sequence``. The known prefix is compared as one memcmp; everything
+        else costs in proportion to the new tokens.
+        """
+        n = self._n
+        if self._started:
+            arr = np.asarray(sequence)
+            if (
+                arr.ndim == 1
+                and len(arr) >= n
+                and arr.dtype.kind in "iu"
+                and np.array_equal(arr[:n], self._seq[:n])
+            ):
+                if len(arr) > n:
+                    self._append(as_tokens(arr[n:], "sequence"))
+                return
+            self.finish()
+        self.start(sequence)
+
+    def check_vocabulary(self, n_vocab):
+        """Raise VocabularyError if a cache holds token ids that a model of n_vocab ids lacks."""
+        n_vocab = check_int(n_vocab, "n_vocab", 1)
+        for cache in (self.static, self.dynamic):
+            top = -1 if cache is None else cache.max_token
+            if top >= n_vocab:
+                where = getattr(cache, "path", None) or f"the {cache.role} cache"
+                raise VocabularyError(
+                    f"{where}: holds token id {top}, but the model's vocabulary has {n_vocab} ids "
+                    "(the cache was built with another tokenizer: rebuild it with "
+                    "--tokenizer MODEL.gguf)"
+                )
 
     def finish(self):
         """End the sequence: merge its context into the dynamic cache (and save it)."""

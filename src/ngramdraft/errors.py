@@ -48,3 +48,15 @@ class TokenizerMismatchError(NgramdraftError):
 
 class CorpusError(NgramdraftError):
     """A corpus source that cannot be read (missing file, unknown column, offline hub)."""
+
+
+class MissingDependencyError(NgramdraftError, ImportError):
+    """An optional package (engine, tokenizer) is missing; the message names its extra."""
+
+
+class ModelFileError(NgramdraftError):
+    """A model path that does not exist or is not a model file the engine can load."""
+
+
+class VocabularyError(TokenizerMismatchError):
+    """The cache holds token ids the model's vocabulary does not have."""

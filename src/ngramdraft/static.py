@@ -186,6 +186,10 @@ class StaticCache(Cache):
             raise CorruptFileError(f"{self.path}: offsets of 2-gram {ngram} are impossible")
         return self._frozen.tokens[lo : lo + n].copy(), self._frozen.counts[lo : lo + n].copy()
 
+    @property
+    def max_token(self):
+        return self.header.max_token
+
     def arrays(self):
         f = self._frozen
         return f.keys, f.offsets, f.tokens, f.counts

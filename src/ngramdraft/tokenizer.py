@@ -5,10 +5,11 @@ offsets (text i is ``ids[offsets[i]:offsets[i+1]]``) and carries an
 ``identity``: its name, vocabulary size and a fingerprint (xxh3 of the ids of
 a fixed probe text), which static caches record so that drafting with another
 tokenizer can be refused. Both adapters import their package lazily; each is
-an optional extra (``ngramdraft[quicktok]``, ``ngramdraft[hf]``).
+an optional extra (``ngramdraft[quicktok]``, ``ngramdraft[hf]``); a GGUF model's
+own vocabulary is read by llama.cpp (``ngramdraft[llama]``, see
+:mod:`ngramdraft.integrations.llama_cpp`).
 """
 
-import importlib
 import os
 from pathlib import Path
 from typing import Protocol
@@ -17,6 +18,7 @@ import numpy as np
 import xxhash
 
 from .errors import CorpusError
+from .optional import require
 
 BUNDLED = ("llama3", "qwen3", "cl100k_base", "o200k_base")
 _PROBE = (
@@ -53,23 +55,13 @@ def identity_of(tokenizer):
     return identity(tokenizer)
 
 
-def _require(module, name, extra):
-    """An optional package, or a CorpusError saying which extra installs it."""
-    try:
-        return importlib.import_module(module)
-    except ImportError as e:
-        raise CorpusError(
-            f"tokenizer {name!r} needs {module}: pip install 'ngramdraft[{extra}]'"
-        ) from e
-
-
 class QuicktokTokenizer:
     """An encoding bundled with the ``quicktok-v1`` package (offline, exact, multithreaded)."""
 
     kind = "quicktok"
 
     def __init__(self, name):
-        quicktok = _require("quicktok", name, "quicktok")
+        quicktok = require("quicktok", "quicktok", f"tokenizer {name!r}")
         self.name = name
         self._enc = quicktok.get_encoding(name)
         self.n_vocab = self._enc.n_vocab
@@ -85,7 +77,7 @@ class HFTokenizer:
     kind = "huggingface"
 
     def __init__(self, name):
-        _HF = _require("tokenizers", name, "hf").Tokenizer
+        _HF = require("tokenizers", "hf", f"tokenizer {name!r}").Tokenizer
         self.name = str(name)
         if Path(name).is_file():
             self._tok = _HF.from_file(str(name))
@@ -117,7 +109,11 @@ def _hub_message(name, why):
 
 
 def load_tokenizer(name):
-    """A bundled quicktok encoding name, a tokenizer.json path, or a hub name."""
+    """A bundled quicktok encoding, a GGUF model's vocabulary, a tokenizer.json or a hub name."""
     if name in BUNDLED:
         return QuicktokTokenizer(name)
+    if str(name).endswith(".gguf"):
+        from .integrations.llama_cpp import GGUFTokenizer
+
+        return GGUFTokenizer(name)
     return HFTokenizer(name)

@@ -1,0 +1,456 @@
+"""End-to-end speed: tokens per second of a real engine with and without drafting.
+
+    python benchmarks/e2e.py [--quick] [--json] [--rounds R] [--tokens N]
+
+The engine is llama-cpp-python running a random-weight GGUF with
+Qwen2.5-0.5B's transformer, the Llama-3 vocabulary and Q8_0 weights (see
+``ngramdraft.random_gguf``): a forward pass costs what the trained model's
+costs. Teacher forcing makes the output the workload's real text: at each
+step the engine evaluates the last token and the draft in one batch, takes
+the argmax of every position it samples from (as greedy decoding does), the
+draft is accepted up to the first token that differs from the text, and the
+rejected positions are removed from the KV cache. So acceptance is what the
+drafter would achieve on that text, and time is what the engine spends.
+
+Drafters, all called through llama-cpp-python's draft-model protocol:
+``none``, ``lookup`` (llama-cpp-python's ``LlamaPromptLookupDecoding``, 8
+tokens), ``context`` (ngramdraft, no static cache) and ``static`` (ngramdraft
+with the Gutenberg static cache: 541 MB of text, or the 25 MB parity corpus
+with ``--quick``).
+
+Workloads (each generates --tokens tokens, 2,000 by default):
+* ``open-ended``: held-out Gutenberg text after a 512-token prompt;
+* ``edit``: the prompt holds one of this project's source files, the output
+  restates it with identifiers and words renamed (copy-heavy work);
+* ``templated``: short requests sharing a system prompt and an output format,
+  one sequence each; ngramdraft's dynamic cache carries across them.
+
+Every (workload, drafter) run is a fresh process; runs are interleaved over
+rounds, and figures are medians over rounds with their ranges; speedups are
+taken within a round. Also measured: the cost of one forward pass over k
+tokens relative to one token (k = 1 .. 9), which explains the speedups, and
+each drafter's own cost per call at an 8k-token context.
+
+Results: ``benchmarks/results/<stamp>-e2e.{json,md,png}``.
+"""
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+sys.path.insert(0, str(HERE))
+
+import corpora  # noqa: E402
+
+MODEL = corpora.DATA / "qwen25-05b-llama3-q8_0.gguf"
+DRAFTERS = ("none", "lookup", "context", "static")
+WORKLOADS = ("open-ended", "edit", "templated")
+N_DRAFT = 8
+THREADS = 2
+
+
+# -- the workloads -------------------------------------------------------------
+
+
+def _encode(text):
+    from ngramdraft.tokenizer import load_tokenizer
+
+    ids, _ = load_tokenizer(corpora.TOKENIZER).encode_batch([text])
+    return ids.tolist()
+
+
+def open_ended(n):
+    stream = corpora.test_stream(512 + n + 1).tolist()
+    return [(stream[:512], stream[512:])]
+
+
+# Renames an editing request asks for: identifiers of the source and common words.
+_EDITS = {
+    r"\bargs\b": "options",
+    r"\bpath\b": "location",
+    r"\bcache\b": "store",
+    r"\btokens\b": "ids",
+    r"\bstatic\b": "corpus_cache",
+    r"\bthe\b": "this",
+    r"\berror\b": "failure",
+}
+
+
+def edit(n):
+    source = (REPO / "src" / "ngramdraft" / "cli.py").read_text()
+    lines, text = source.splitlines(keepends=True), ""
+    for line in lines:  # as many whole lines as make about n tokens of output
+        if len(_encode(text + line)) > n + 16:
+            break
+        text += line
+    edited = text
+    for pattern, replacement in _EDITS.items():
+        edited = re.sub(pattern, replacement, edited)
+    renames = ", ".join(f"{p.strip(chr(92) + 'b')} -> {r}" for p, r in _EDITS.items())
+    prompt = (
+        f"Rewrite this Python module, renaming {renames}. Change nothing else.\n\n"
+        f"```python\n{text}```\n\nThe rewritten module:\n\n```python\n"
+    )
+    return [(_encode(prompt), _encode(edited))]
+
+
+_SYSTEM = (
+    "You are a records assistant. For each request, answer with one JSON object with the "
+    'keys "name", "city", "age", "plan" and "note", in that order, values as given, the '
+    "note a short sentence about the plan. Answer with the JSON object only.\n\n"
+)
+_NAMES = [
+    "Ada",
+    "Grace",
+    "Alan",
+    "Edsger",
+    "Barbara",
+    "Donald",
+    "Ken",
+    "Dennis",
+    "Margaret",
+    "Linus",
+    "Guido",
+    "Bjarne",
+]
+_CITIES = [
+    "Lisbon",
+    "Oslo",
+    "Quito",
+    "Lagos",
+    "Hanoi",
+    "Perth",
+    "Lima",
+    "Riga",
+    "Turin",
+    "Kyoto",
+    "Cork",
+    "Bergen",
+]
+_PLANS = ("basic", "team", "enterprise", "student")
+
+
+def templated(n):
+    rng = np.random.default_rng(0)
+    requests, total = [], 0
+    while total < n:
+        name, city = rng.choice(_NAMES), rng.choice(_CITIES)
+        age, plan = int(rng.integers(18, 90)), str(rng.choice(_PLANS))
+        ask = f"Request: register {name} from {city}, age {age}, on the {plan} plan.\nAnswer: "
+        answer = (
+            f'{{"name": "{name}", "city": "{city}", "age": {age}, "plan": "{plan}", '
+            f'"note": "{name} is on the {plan} plan."}}\n'
+        )
+        prompt, output = _encode(_SYSTEM + ask), _encode(answer)
+        requests.append((prompt, output))
+        total += len(output)
+    return requests
+
+
+MAKERS = {"open-ended": open_ended, "edit": edit, "templated": templated}
+
+
+# -- one run (a fresh process) ---------------------------------------------------
+
+
+def make_drafter(name, quick):
+    from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
+
+    from ngramdraft import NgramCache
+    from ngramdraft.integrations.llama_cpp import NgramDraftModel
+
+    if name == "none":
+        return None
+    if name == "lookup":
+        return LlamaPromptLookupDecoding(num_pred_tokens=N_DRAFT)
+    static = static_cache(quick) if name == "static" else None
+    return NgramDraftModel(static=static, dynamic=NgramCache(), n_draft=N_DRAFT)
+
+
+def static_cache(quick):
+    if quick:
+        from ngramdraft import StaticCache
+
+        path = corpora.DATA / "static-parity25M.ngd"
+        if not path.exists():
+            StaticCache.build(corpora.parity_train_25m(), path)
+        return StaticCache.open(path)
+    return corpora.static_cache(corpora.FULL_MB)[0]
+
+
+def teacher_forced(llama, draft_model, prompt, text):
+    """Decode ``text`` after ``prompt``; (decode seconds, passes, drafted, accepted)."""
+    llama.reset()
+    llama.eval(prompt)
+    seq = list(prompt)
+    passes = drafted = accepted = 0
+    pos = 0  # text[pos] is the token the model "sampled" last, not yet evaluated
+    seq.append(text[0])
+    t0 = time.perf_counter()
+    while pos < len(text) - 1:
+        draft = [] if draft_model is None else draft_model(np.array(seq, dtype=np.intc)).tolist()
+        draft = draft[: len(text) - 2 - pos]
+        start = llama.n_tokens
+        llama.eval([text[pos], *draft])
+        passes += 1
+        n = 0
+        while n < len(draft) and draft[n] == text[pos + 1 + n]:
+            n += 1
+        # The engine's sampling: the argmax of every position it reads.
+        np.argmax(llama.scores[start : start + n + 1], axis=1)
+        llama.n_tokens = start + n + 1  # the next eval removes the rejected positions
+        seq.extend(text[pos + 1 : pos + n + 2])
+        pos += n + 1
+        drafted += len(draft)
+        accepted += n
+    return time.perf_counter() - t0, passes, drafted, accepted
+
+
+def run_one(workload, drafter, n, quick):
+    from ngramdraft.integrations.llama_cpp import load_llama
+
+    requests = MAKERS[workload](n)
+    n_ctx = max(len(p) + len(t) for p, t in requests) + 64
+    llama = load_llama(
+        MODEL, n_ctx=n_ctx, n_threads=THREADS, n_threads_batch=THREADS, logits_all=True
+    )
+    draft_model = make_drafter(drafter, quick)
+    seconds = passes = drafted = accepted = tokens = 0
+    for prompt, text in requests:
+        s, p, d, a = teacher_forced(llama, draft_model, prompt, text)
+        seconds, passes, drafted, accepted = seconds + s, passes + p, drafted + d, accepted + a
+        tokens += len(text) - 1
+    return {
+        "workload": workload,
+        "drafter": drafter,
+        "tokens": tokens,
+        "seconds": seconds,
+        "tokens_per_s": tokens / seconds,
+        "passes": passes,
+        "drafted": drafted,
+        "accepted": accepted,
+        "accepted_per_pass": accepted / passes,
+    }
+
+
+def batch_cost(reps=7):
+    """Median seconds of one forward pass over k tokens at a 1,024-token context, k = 1..9."""
+    from ngramdraft.integrations.llama_cpp import load_llama
+
+    llama = load_llama(
+        MODEL, n_ctx=2048, n_threads=THREADS, n_threads_batch=THREADS, logits_all=True
+    )
+    context = corpora.test_stream(1024).tolist()
+    llama.eval(context)
+    out = {}
+    for k in range(1, N_DRAFT + 2):
+        times = []
+        for _ in range(reps):
+            llama.n_tokens = len(context)
+            t0 = time.perf_counter()
+            llama.eval(context[:k])
+            times.append(time.perf_counter() - t0)
+        out[k] = float(np.median(times))
+    return out
+
+
+def drafter_cost(quick, n_ctx=8192, calls=400):
+    """Median microseconds per draft-model call at an n_ctx-token sequence growing by one."""
+    stream = corpora.test_stream(n_ctx + calls).astype(np.intc)
+    out = {}
+    for name in ("lookup", "context", "static"):
+        model = make_drafter(name, quick)
+        model(stream[:n_ctx])
+        times = []
+        for i in range(calls):
+            seq = stream[: n_ctx + i + 1]
+            t0 = time.perf_counter()
+            model(seq)
+            times.append(time.perf_counter() - t0)
+        out[name] = 1e6 * float(np.median(times))
+    return out
+
+
+# -- the driver ----------------------------------------------------------------
+
+
+def ensure_inputs(quick):
+    from ngramdraft.random_gguf import QWEN25_05B_LLAMA3, write_random_gguf
+
+    corpora.DATA.mkdir(parents=True, exist_ok=True)
+    if not MODEL.exists():
+        print(f"writing {MODEL.name} (random weights, Q8_0) ...", file=sys.stderr)
+        tmp = MODEL.with_suffix(".part")
+        write_random_gguf(tmp, QWEN25_05B_LLAMA3, quantization="Q8_0")
+        tmp.replace(MODEL)
+    static_cache(quick)
+
+
+def child(spec):
+    out = subprocess.run(
+        [sys.executable, __file__, "--worker", json.dumps(spec)],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def summarize(runs, workloads, rounds):
+    table = {}
+    for w in workloads:
+        base = {
+            r["round"]: r["tokens_per_s"]
+            for r in runs
+            if r["workload"] == w and r["drafter"] == "none"
+        }
+        table[w] = {}
+        for d in DRAFTERS:
+            mine = [r for r in runs if r["workload"] == w and r["drafter"] == d]
+            speed = [r["tokens_per_s"] for r in mine]
+            speedup = [r["tokens_per_s"] / base[r["round"]] for r in mine]
+            table[w][d] = {
+                "tokens_per_s": float(np.median(speed)),
+                "tokens_per_s_range": [min(speed), max(speed)],
+                "speedup": float(np.median(speedup)),
+                "speedup_range": [min(speedup), max(speedup)],
+                "passes": mine[0]["passes"],
+                "accepted_per_pass": mine[0]["accepted_per_pass"],
+                "drafted": mine[0]["drafted"],
+                "accepted": mine[0]["accepted"],
+                "tokens": mine[0]["tokens"],
+            }
+    return table
+
+
+LABELS = {
+    "none": "no drafting",
+    "lookup": "llama-cpp-python LlamaPromptLookupDecoding",
+    "context": "ngramdraft (context only)",
+    "static": "ngramdraft (+ static cache)",
+}
+
+
+def markdown(result):
+    lines = [
+        f"# End-to-end: {result['model']}, {result['threads']} threads, "
+        f"{result['rounds']} round(s){' (quick)' if result['quick'] else ''}",
+        "",
+        "| workload | drafter | tokens/s (range) | speedup (range) | forward passes "
+        "| accepted per pass |",
+        "|---|---|---:|---:|---:|---:|",
+    ]
+    for w, rows in result["workloads"].items():
+        for d, r in rows.items():
+            lo, hi = r["tokens_per_s_range"]
+            slo, shi = r["speedup_range"]
+            lines.append(
+                f"| {w} ({r['tokens']} tokens) | {LABELS[d]} | {r['tokens_per_s']:.1f} "
+                f"({lo:.1f}-{hi:.1f}) | {r['speedup']:.2f}x ({slo:.2f}-{shi:.2f}) "
+                f"| {r['passes']} | {r['accepted_per_pass']:.2f} |"
+            )
+    lines += ["", "Cost of one forward pass over k tokens relative to one token:", ""]
+    cost = result["batch_cost_s"]
+    lines.append("| k | " + " | ".join(str(k) for k in cost) + " |")
+    lines.append("|---" * (len(cost) + 1) + "|")
+    lines.append("| relative | " + " | ".join(f"{v / cost['1']:.2f}" for v in cost.values()) + " |")
+    lines += ["", f"one token: {1000 * cost['1']:.1f} ms", ""]
+    lines.append(
+        "Drafter cost per call at an 8,192-token context (median us): "
+        + ", ".join(f"{LABELS[k]} {v:.1f}" for k, v in result["drafter_us_per_call_8k"].items())
+    )
+    return "\n".join(lines) + "\n"
+
+
+def plot(result, path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 4))
+    workloads = list(result["workloads"])
+    width = 0.2
+    for i, d in enumerate(DRAFTERS):
+        speed = [result["workloads"][w][d]["speedup"] for w in workloads]
+        ax.bar(np.arange(len(workloads)) + (i - 1.5) * width, speed, width, label=LABELS[d])
+    ax.axhline(1.0, color="black", linewidth=0.8)
+    ax.set_xticks(np.arange(len(workloads)), workloads)
+    ax.set_ylabel("speedup over no drafting (tokens/s)")
+    ax.set_title("llama-cpp-python, random Qwen2.5-0.5B shape, Q8_0, teacher-forced")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="300 tokens, one round, 25 MB static")
+    ap.add_argument("--json", action="store_true", help="print the result as JSON")
+    ap.add_argument("--rounds", type=int, help="rounds (default 3; 1 with --quick)")
+    ap.add_argument("--tokens", type=int, help="generated tokens per workload (default 2000)")
+    ap.add_argument("--worker", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.worker:
+        spec = json.loads(args.worker)
+        if spec["kind"] == "run":
+            out = run_one(spec["workload"], spec["drafter"], spec["n"], spec["quick"])
+        elif spec["kind"] == "batch_cost":
+            out = batch_cost()
+        else:
+            out = drafter_cost(spec["quick"])
+        print(json.dumps(out))
+        return
+
+    rounds = args.rounds or (1 if args.quick else 3)
+    n = args.tokens or (300 if args.quick else 2000)
+    t0 = time.time()
+    ensure_inputs(args.quick)
+    runs = []
+    for r in range(rounds):
+        for w in WORKLOADS:
+            order = DRAFTERS if r % 2 == 0 else DRAFTERS[::-1]
+            for d in order:
+                spec = {"kind": "run", "workload": w, "drafter": d, "n": n, "quick": args.quick}
+                out = child(spec)
+                out["round"] = r
+                runs.append(out)
+                print(
+                    f"round {r + 1}/{rounds} {w:<11} {d:<8} {out['tokens_per_s']:7.1f} tokens/s "
+                    f"{out['accepted_per_pass']:.2f} accepted/pass",
+                    file=sys.stderr,
+                )
+    result = {
+        "model": "random Qwen2.5-0.5B shape, Llama-3 vocab, Q8_0 (llama-cpp-python "
+        f"{__import__('llama_cpp').__version__})",
+        "threads": THREADS,
+        "rounds": rounds,
+        "quick": args.quick,
+        "n_draft": N_DRAFT,
+        "workloads": summarize(runs, WORKLOADS, rounds),
+        "batch_cost_s": {str(k): v for k, v in child({"kind": "batch_cost"}).items()},
+        "drafter_us_per_call_8k": child({"kind": "drafter_cost", "quick": args.quick}),
+        "runs": runs,
+        "seconds": time.time() - t0,
+    }
+    stamp = time.strftime("%Y-%m-%d-%H%M") + ("-e2e-quick" if args.quick else "-e2e")
+    out = HERE / "results" / stamp
+    out.with_suffix(".json").write_text(json.dumps(result, indent=2) + "\n")
+    out.with_suffix(".md").write_text(markdown(result))
+    plot(result, out.with_suffix(".png"))
+    print(markdown(result) if not args.json else json.dumps(result, indent=2))
+    print(f"results: {out}.{{json,md,png}} ({result['seconds']:.0f} s)", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("OMP_NUM_THREADS", str(THREADS))
+    main()

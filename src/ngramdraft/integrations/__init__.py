@@ -1,0 +1,1 @@
+"""Adapters for the engines ngramdraft drafts for; each imports its engine lazily."""

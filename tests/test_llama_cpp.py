@@ -1,0 +1,195 @@
+"""ngramdraft inside llama-cpp-python: lossless greedy decoding, the adapter's protocol, errors.
+
+Every test runs the real engine on a tiny random-weight GGUF written by the
+test session (no download). Greedy output with any draft model must equal
+the output without one, token for token.
+"""
+
+import json
+
+import numpy as np
+import pytest
+
+llama_cpp = pytest.importorskip("llama_cpp")
+
+from ngramdraft import NgramCache, StaticCache, TokenizerMismatchError  # noqa: E402
+from ngramdraft.errors import (  # noqa: E402
+    InvalidParameterError,
+    ModelFileError,
+    VocabularyError,
+)
+from ngramdraft.integrations.llama_cpp import (  # noqa: E402
+    GGUFTokenizer,
+    NgramDraftModel,
+    generate,
+    load_llama,
+)
+from ngramdraft.random_gguf import TINY, write_random_gguf  # noqa: E402
+
+N = 640  # generated tokens: with the prompt, past the default n_batch of 512
+PROMPT = b"the old man and the sea, and the man who was old; the sea was old"
+
+
+@pytest.fixture(scope="module")
+def llama(tiny_gguf):
+    return load_llama(tiny_gguf, draft_model=NgramDraftModel(), n_ctx=2048)
+
+
+@pytest.fixture(scope="module")
+def prompt(llama):
+    return llama.tokenize(PROMPT, add_bos=True)
+
+
+@pytest.fixture(scope="module")
+def reference(llama, prompt):
+    """Greedy output without drafting."""
+    out = generate(llama, prompt, N)
+    assert out.passes == N and out.accepted == 0
+    return out.tokens
+
+
+class Oracle:
+    """Drafts the true continuation: every draft is accepted."""
+
+    def __init__(self, prompt, reference, n_draft=8):
+        self.full = np.array(list(prompt) + reference, dtype=np.intc)
+        self.n_draft = n_draft
+
+    def __call__(self, input_ids, /, **kwargs):
+        n = len(input_ids)
+        return self.full[n : n + self.n_draft]
+
+
+class Garbage:
+    """Drafts random in-vocabulary tokens: (nearly) every draft is rejected."""
+
+    def __init__(self, n_vocab, seed=0):
+        self.rng = np.random.default_rng(seed)
+        self.n_vocab = n_vocab
+
+    def __call__(self, input_ids, /, **kwargs):
+        return self.rng.integers(0, self.n_vocab, 8).astype(np.intc)
+
+
+def test_ngramdraft_is_lossless_and_drafts(llama, prompt, reference):
+    out = generate(llama, prompt, N, NgramDraftModel())
+    assert out.tokens == reference
+    assert out.accepted > 50 and out.passes < N
+
+
+def test_oracle_and_garbage_drafts_are_lossless(llama, prompt, reference):
+    oracle = generate(llama, prompt, N, Oracle(prompt, reference))
+    assert oracle.tokens == reference
+    assert oracle.passes <= N // 9 + 2  # 8 drafted + 1 own token per pass
+    garbage = generate(llama, prompt, N, Garbage(llama.n_vocab()))
+    assert garbage.tokens == reference
+    assert garbage.drafted >= 8 * (N - 2)
+
+
+def test_static_and_dynamic_caches_are_lossless(llama, prompt, reference, tmp_path):
+    other = generate(llama, llama.tokenize(b"a man, a sea", add_bos=True), N).tokens
+    static = StaticCache.build(np.array(other + reference[: N // 2]), tmp_path / "s.ngd")
+    dynamic = tmp_path / "d.ngd"
+    draft = NgramDraftModel(static=static, dynamic=dynamic)
+    out = generate(llama, prompt, N, draft)
+    assert out.tokens == reference
+    draft.finish()
+    assert len(NgramCache.load(dynamic)) > 0
+    again = generate(llama, prompt, N, NgramDraftModel(static=static, dynamic=dynamic))
+    assert again.tokens == reference
+    assert again.accepted > out.accepted  # the dynamic cache holds this very sequence
+
+
+def test_plain_llama_needs_logits_all_past_n_batch(tiny_gguf, prompt):
+    """The host's bug load_llama exists for: without logits_all, eval fails past n_batch."""
+    plain = llama_cpp.Llama(
+        str(tiny_gguf), n_ctx=2048, draft_model=NgramDraftModel(), verbose=False
+    )
+    with pytest.raises(ValueError, match="broadcast"):
+        generate(plain, prompt, N, NgramDraftModel())
+    with pytest.raises(InvalidParameterError, match="logits_all"):
+        load_llama(tiny_gguf, draft_model=NgramDraftModel(), logits_all=False)
+
+
+def test_adapter_follows_extension_and_restarts_on_a_new_sequence():
+    draft = NgramDraftModel()
+    seq = np.array([5, 6, 7, 5, 6, 7, 5, 6], dtype=np.intc)
+    assert draft(seq[:4]).tolist() == []
+    assert draft(seq).tolist() == [7, 5, 6, 7, 5, 6, 7, 5]  # only seq[4:] accepted
+    assert draft.drafter.tokens.tolist() == seq.tolist()
+    other = seq.copy()
+    other[0] = 9  # same length and tail, another sequence
+    draft(other)
+    assert draft.drafter.tokens.tolist() == other.tolist()
+    tokens, counts = draft.drafter.dynamic.followers((5, 6))  # the first sequence, finished
+    assert tokens.tolist() == [7] and counts.tolist() == [2]
+    fresh = NgramDraftModel()
+    fresh(other)
+    assert draft.drafter.context.arrays()[0].tolist() == fresh.drafter.context.arrays()[0].tolist()
+
+
+def test_tokenizer_from_gguf_is_recorded_and_checked(tiny_gguf, tmp_path, cli):
+    text = tmp_path / "corpus.txt"
+    text.write_text("the old man and the sea\n\nthe man who was old\n" * 50)
+    cache = tmp_path / "c.ngd"
+    assert cli("build-static", text, "--tokenizer", tiny_gguf, "-o", cache, "-q")[0] == 0
+    tokenizer = StaticCache.open(cache).meta["tokenizer"]
+    assert tokenizer["kind"] == "gguf" and tokenizer["n_vocab"] == TINY.n_vocab
+    StaticCache.open(cache, tokenizer=tiny_gguf)  # the same vocabulary passes
+
+    other = write_random_gguf(
+        tmp_path / "other.gguf", TINY.__class__(**{**TINY.__dict__, "n_vocab": 259 + 40})
+    )
+    with pytest.raises(TokenizerMismatchError):
+        StaticCache.open(cache, tokenizer=other)
+    with pytest.raises(TokenizerMismatchError):
+        load_llama(other, draft_model=NgramDraftModel(static=cache))
+    ids, _ = GGUFTokenizer(tiny_gguf).encode_batch(["the old man"])
+    assert len(ids) > 0
+
+
+def test_cache_with_ids_beyond_the_vocabulary_is_refused(tiny_gguf, tmp_path):
+    cache = StaticCache.build(np.array([1, 2, 3, TINY.n_vocab + 5, 1, 2]), tmp_path / "big.ngd")
+    with pytest.raises(VocabularyError, match="vocabulary"):
+        load_llama(tiny_gguf, draft_model=NgramDraftModel(static=cache))
+
+
+def test_model_paths_get_named_errors(tmp_path):
+    with pytest.raises(ModelFileError, match="no such model"):
+        load_llama(tmp_path / "missing.gguf")
+    with pytest.raises(ModelFileError, match="directory"):
+        load_llama(tmp_path)
+    (tmp_path / "x.gguf").write_bytes(b"not a model")
+    with pytest.raises(ModelFileError, match="not a GGUF"):
+        load_llama(tmp_path / "x.gguf")
+    (tmp_path / "trunc.gguf").write_bytes(b"GGUF\x03\x00")
+    with pytest.raises(ModelFileError, match="cannot load"):
+        load_llama(tmp_path / "trunc.gguf")
+
+
+def test_generate_cli_compares_and_is_lossless(tiny_gguf, tmp_path, cli):
+    status, out, err = cli(
+        "generate", tiny_gguf, "-p", PROMPT.decode(), "-n", 200, "-c", 1024, "--compare", "--json"
+    )
+    assert status == 0, err
+    figures = json.loads(out)
+    assert figures["identical"] is True
+    assert figures["ngramdraft"]["n_tokens"] == 200
+    assert figures["ngramdraft"]["forward_passes"] < figures["no drafting"]["forward_passes"]
+    status, out, _ = cli("generate", tiny_gguf, "-p", "the sea", "-n", 20, "-c", 512)
+    assert status == 0 and "tokens/s" in out and "forward passes" in out
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("missing.gguf", "-p", "x"), "no such model file"),
+        (("{tiny}", "-p", "x", "-n", 600, "-c", 512), "exceeds the context"),
+        (("{tiny}", "-p", "x", "--static", "missing.ngd"), "missing.ngd"),
+    ],
+)
+def test_generate_cli_errors_are_one_line(tiny_gguf, cli, args, message):
+    args = [str(tiny_gguf) if a == "{tiny}" else a for a in args]
+    status, _, err = cli("generate", *args)
+    assert status == 1
+    assert err.startswith("ngramdraft: error:") and message in err and "Traceback" not in err
