@@ -29,6 +29,10 @@ TRAIN_XZ = SHARED / "corpus" / "gutenberg-train-541M.txt.xz"
 PARITY = SHARED / "parity"
 TOKENIZER = "llama3"
 FULL_MB = 541
+# Set by a --quick run: the "X MB" prefix is then the tokens of the text's
+# first X MB, so that a smoke check tokenizes only what it uses instead of the
+# whole corpus; its caches are kept apart from the full series'.
+QUICK = False
 
 
 def _text(max_bytes):
@@ -57,14 +61,36 @@ def full_tokens():
 
 
 def prefix_tokens(mb):
-    """The first floor(total * mb / 541) tokens of the corpus."""
+    """The first floor(total * mb / 541) tokens of the corpus (QUICK: of its first mb MB)."""
+    if QUICK:
+        return _text_prefix_tokens(mb)
     full = full_tokens()
     return full[: len(full) * mb // FULL_MB]
 
 
+def _text_prefix_tokens(mb):
+    out = DATA / f"train-{mb}MB-text.{TOKENIZER}.i32"
+    if not out.exists():
+        DATA.mkdir(parents=True, exist_ok=True)
+        with lzma.open(TRAIN_XZ) as src:
+            data = src.read(mb << 20)
+        text = DATA / f"train-{mb}MB.txt"
+        text.write_bytes(data[: data.rfind(b"\n") + 1])
+        tokens, _ = tokenize(TextFileSource([text]), load_tokenizer(TOKENIZER), DATA / "tokens")
+        tokens.read(0, len(tokens)).tofile(out)
+    return np.fromfile(out, "<i4")
+
+
+def results_dir():
+    """Where a run writes its results: the tracked folder, or (QUICK) an ignored one."""
+    path = DATA / "results" if QUICK else REPO / "benchmarks" / "results"
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
 def static_cache(mb):
     """(StaticCache of the mb-MB prefix, build seconds or None if it was cached)."""
-    path = DATA / f"static-{mb}M.ngd"
+    path = DATA / (f"static-{mb}MB-text.ngd" if QUICK else f"static-{mb}M.ngd")
     built = None
     if not _readable(path):
         tokens = prefix_tokens(mb)

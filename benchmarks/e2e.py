@@ -414,6 +414,7 @@ def main():
     rounds = args.rounds or (1 if args.quick else 3)
     n = args.tokens or (300 if args.quick else 2000)
     t0 = time.time()
+    corpora.QUICK = args.quick
     ensure_inputs(args.quick)
     runs = []
     for r in range(rounds):
@@ -443,7 +444,7 @@ def main():
         "seconds": time.time() - t0,
     }
     stamp = time.strftime("%Y-%m-%d-%H%M") + ("-e2e-quick" if args.quick else "-e2e")
-    out = HERE / "results" / stamp
+    out = corpora.results_dir() / stamp
     out.with_suffix(".json").write_text(json.dumps(result, indent=2) + "\n")
     out.with_suffix(".md").write_text(markdown(result))
     plot(result, out.with_suffix(".png"))

@@ -11,7 +11,8 @@ Baselines run in the same command: the plain-Python reference
 (ngramdraft.reference, dicts) on the same stream, where its dicts fit in
 memory, and the llama.cpp lookup-file path (parse the legacy file into the
 mutable cache) for every size. Writes benchmarks/results/<stamp>.{json,md,png}
-and, for a full series, benchmarks/results/latest.md.
+and, for a full series, benchmarks/results/latest.md; --quick writes to
+benchmarks/.data/results (ignored by git), tokenizing only the text it uses.
 """
 
 import argparse
@@ -29,7 +30,6 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import corpora
 
-RESULTS = corpora.REPO / "benchmarks" / "results"
 PROBE = Path(__file__).resolve().parent / "probe.py"
 # Beyond this the reference's dict-of-dicts static cache outgrows a 24 GiB machine.
 REFERENCE_MAX_MB = 25
@@ -307,6 +307,7 @@ def main():
     p.add_argument("--quick", action="store_true", help="0, 1, 5 MB and test-20k")
     p.add_argument("--no-build", action="store_true", help="skip the build series")
     args = p.parse_args()
+    corpora.QUICK = args.quick
     sizes = [0, 1, 5] if args.quick else [0, 25, 50, 100, 200, corpora.FULL_MB]
     n_test = 20_000 if args.quick else 200_000
     t0 = time.perf_counter()
@@ -323,15 +324,15 @@ def main():
         "build": build,
         "seconds": time.perf_counter() - t0,
     }
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / f"{stamp}.json").write_text(json.dumps(result, indent=1))
+    results = corpora.results_dir()
+    (results / f"{stamp}.json").write_text(json.dumps(result, indent=1))
     md = markdown(result)
-    (RESULTS / f"{stamp}.md").write_text(md)
+    (results / f"{stamp}.md").write_text(md)
     if not args.quick:  # a smoke check does not replace the table the README cites
-        (RESULTS / "latest.md").write_text(md)
-    plot(result, RESULTS / f"{stamp}.png")
+        (results / "latest.md").write_text(md)
+    plot(result, results / f"{stamp}.png")
     print(md)
-    print(f"{time.perf_counter() - t0:.0f} s; results in {RESULTS}", file=sys.stderr)
+    print(f"{time.perf_counter() - t0:.0f} s; results in {results}", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -101,7 +101,6 @@ def test_usage_errors_exit_2(capsys):
     from ngramdraft.cli import main
 
     for argv in (
-        ["replay", "x.i32"],
         ["replay", "x.i32", "--n-ctx", "0", "--n-draft", "1"],
         ["build-static", "x.i32", "-o", "c", "--memory-limit", "lots"],
         [],
@@ -142,14 +141,15 @@ def test_parse_size():
     assert parse_size("2048") == 2048
 
 
-def test_short_streams_replay_nothing(cli, tmp_path):
-    """A stream no longer than n_ctx has no chunk: every count is 0, n_predict too."""
+def test_short_streams_replay_nothing_and_say_so(cli, tmp_path):
+    """A stream no longer than n_ctx has no chunk: every count is 0, and a warning says why."""
     for n in (0, 1, 8):
         path = tmp_path / f"t{n}.i32"
         np.arange(n, dtype="<i4").tofile(path)
-        status, out, _ = cli("replay", path, "--n-ctx", 8, "--n-draft", 2, "--json")
+        status, out, err = cli("replay", path, "--n-ctx", 8, "--n-draft", 2, "--json")
         summary = json.loads(out)
         assert status == 0 and summary["n_predict"] == 0 and summary["n_calls"] == 0
+        assert err.startswith("ngramdraft: warning: the stream has") and "lower n_ctx" in err
 
 
 def test_missing_output_directory_is_named(cli, tmp_path):

@@ -1,35 +1,104 @@
-"""Atomic file replacement: a crash leaves the old file or the new one, never half of one."""
+"""Atomic file replacement: a crash leaves the old file or the new one, never half of one.
+
+Temporary files and spool folders live beside their target and are named
+``.<target name>.ngd-tmp-<pid>-<random><suffix>``: a writer killed before it
+could clean up leaves them, and the next write to the same target removes
+those whose process no longer runs (provably ours, provably abandoned).
+The file written gets the permissions ``open()`` would give it: those of the
+file it replaces, or 0666 less the umask for a new one.
+"""
 
 import contextlib
 import errno
 import os
+import shutil
+import stat
 import tempfile
 from pathlib import Path
+
+_TAG = ".ngd-tmp-"
 
 
 def output_directory(path):
     """The directory ``path`` will be written in; a named error if it does not exist."""
-    directory = Path(path).parent
+    path = Path(path)
+    if path.is_dir():
+        raise IsADirectoryError(errno.EISDIR, "is a directory (give a file path)", str(path))
+    directory = path.parent
     if not directory.is_dir():
         raise FileNotFoundError(errno.ENOENT, "no such directory", str(directory))
     return directory
+
+
+def temporary_prefix(path):
+    """The name prefix of this process's temporary files for ``path``."""
+    return f".{Path(path).name}{_TAG}{os.getpid()}-"
+
+
+def remove_abandoned(path):
+    """Remove temporary files and folders for ``path`` whose writer process is gone."""
+    path = Path(path)
+    mine = f".{path.name}{_TAG}"
+    with contextlib.suppress(OSError):
+        for entry in path.parent.iterdir():
+            if not entry.name.startswith(mine):
+                continue
+            pid = entry.name[len(mine) :].split("-", 1)[0]
+            if not pid.isdigit() or _alive(int(pid)):
+                continue
+            with contextlib.suppress(OSError):
+                if entry.is_dir() and not entry.is_symlink():
+                    shutil.rmtree(entry)
+                else:
+                    entry.unlink()
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # another user's process
+    return True
+
+
+def _mode_for(path):
+    """The permission bits open() would give ``path``: its own, or 0666 less the umask."""
+    try:
+        return stat.S_IMODE(os.stat(path).st_mode)
+    except FileNotFoundError:
+        return 0o666 & ~_umask()
+
+
+def _umask():
+    # Read, not set: os.umask() changes it for every thread while it is read.
+    with contextlib.suppress(OSError, ValueError), open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("Umask:"):
+                return int(line.split()[1], 8)
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 @contextlib.contextmanager
 def atomic_output(path):
     """Yield a binary file opened on a temporary sibling of ``path``.
 
-    On success the data is fsynced, renamed over ``path`` and the directory
-    fsynced; on any exception the temporary file is removed and ``path`` is
-    left as it was.
+    On success the data is fsynced, given open()'s permissions, renamed over
+    ``path`` and the directory fsynced; on any exception the temporary file is
+    removed and ``path`` is left as it was.
     """
     path = Path(path)
     directory = output_directory(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
+    remove_abandoned(path)
+    fd, tmp = tempfile.mkstemp(prefix=temporary_prefix(path), suffix=".tmp", dir=directory)
     try:
         with os.fdopen(fd, "w+b") as f:
             yield f
             f.flush()
+            os.fchmod(f.fileno(), _mode_for(path))
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
@@ -41,3 +110,11 @@ def atomic_output(path):
         os.fsync(dir_fd)
     finally:
         os.close(dir_fd)
+
+
+def spool_directory(path):
+    """A temporary folder beside ``path`` for a build's spools (a context manager)."""
+    path = Path(path)
+    directory = output_directory(path)
+    remove_abandoned(path)
+    return tempfile.TemporaryDirectory(prefix=temporary_prefix(path), dir=directory)

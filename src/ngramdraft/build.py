@@ -19,13 +19,12 @@ counts; the constmap needs about 60 bytes per distinct 2-gram at the end.
 import contextlib
 import itertools
 import json
-import tempfile
 from pathlib import Path
 
 import numpy as np
 
 from ._version import __version__
-from .atomic import output_directory
+from .atomic import spool_directory
 from .errors import InvalidParameterError, InvalidTokensError
 from .fileformat import KIND_STATIC, MAX_KEYS, Header, write_file
 from .kernels import triples as K
@@ -75,7 +74,7 @@ class TokenSource:
         # histogram only sizes the passes, an upper bound is enough.
         for _, chunk in self._chunks():
             if len(chunk):
-                self.max_token = max(self.max_token, int(chunk.max()))
+                self.max_token = check_token_bits(max(self.max_token, int(chunk.max())))
                 self.histogram = _add_counts(self.histogram, np.bincount(chunk[:-2]))
             progress.update(len(chunk))
 
@@ -106,14 +105,17 @@ class SpanSource:
         first = np.asarray(keys[self.index, 0])
         sizes = np.asarray(offsets[self.index + 1] - offsets[self.index])
         self.first = first
+        # Bounded before the histogram, which is as long as the largest first token.
+        self.max_token = check_token_bits(
+            max(
+                int(keys[self.index].max()) if len(self.index) else -1,
+                int(tokens.max()) if len(tokens) else -1,
+            )
+        )
         self.histogram = (
             np.bincount(first, weights=sizes).astype(np.int64)
             if len(first)
             else (np.zeros(0, dtype=np.int64))
-        )
-        self.max_token = max(
-            int(keys[self.index].max()) if len(self.index) else -1,
-            int(tokens.max()) if len(tokens) else -1,
         )
 
     def scan(self, progress):
@@ -126,6 +128,21 @@ class SpanSource:
         counts = np.empty(n, dtype=np.int64)
         K.pack_spans(self.keys, self.offsets, self.tokens, self.counts, sel, bits, out, counts, 0)
         return out, counts
+
+
+def check_token_bits(max_token):
+    """max_token, if a static cache can hold it; InvalidTokensError otherwise.
+
+    Checked before anything is sized by a token id (the first-token
+    histogram), so a stray huge id costs an error, not gigabytes.
+    """
+    if max_token >= 2**MAX_TOKEN_BITS:
+        raise InvalidTokensError(
+            f"static caches pack a 2-gram and its follower into 64 bits: token ids up to "
+            f"{2**MAX_TOKEN_BITS - 1} are supported, the input has {max_token} "
+            "(is it a token file of this tokenizer, and little-endian int32?)"
+        )
+    return max_token
 
 
 def _add_counts(acc, more):
@@ -193,18 +210,13 @@ def build_static(sources, path, *, memory_limit=None, meta=None, quiet=True):
             s.scan(p)
     max_token = max((s.max_token for s in sources), default=-1)
     bits = max(1, max_token.bit_length())
-    if bits > MAX_TOKEN_BITS:
-        raise InvalidTokensError(
-            f"static caches pack a 2-gram and its follower into 64 bits: token ids up to "
-            f"{2**MAX_TOKEN_BITS - 1} are supported, the corpus has {max_token}"
-        )
     histogram = np.zeros(0, dtype=np.int64)
     for s in sources:
         histogram = _add_counts(histogram, s.histogram)
     bounds = plan_ranges(histogram, pass_budget(memory_limit))
 
     with (
-        tempfile.TemporaryDirectory(prefix=f".{path.name}.", dir=output_directory(path)) as tmp,
+        spool_directory(path) as tmp,
         contextlib.ExitStack() as stack,
     ):
         spool = {name: stack.enter_context(open(Path(tmp) / name, "w+b")) for name in _SPOOLED}

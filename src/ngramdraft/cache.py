@@ -3,6 +3,7 @@
 import abc
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -28,6 +29,9 @@ from .kernels.draft import constmap_values
 from .kernels.triples import span_stats
 from .validation import as_tokens, check_cache_arrays, check_int, check_ngram, check_ngram_range
 
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike
+
 FORMATS = ("native", "llamacpp")
 
 
@@ -46,10 +50,10 @@ class Cache(abc.ABC):
     role = "cache"
 
     @abc.abstractmethod
-    def followers(self, ngram): ...
+    def followers(self, ngram: "ArrayLike") -> tuple[np.ndarray, np.ndarray]: ...
 
     @abc.abstractmethod
-    def arrays(self):
+    def arrays(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """(keys[K, width], offsets[K+1], tokens, counts), keys ascending, padding -1."""
 
     @abc.abstractmethod
@@ -57,13 +61,13 @@ class Cache(abc.ABC):
 
     @property
     @abc.abstractmethod
-    def n_entries(self): ...
+    def n_entries(self) -> int: ...
 
     @abc.abstractmethod
     def _save_native(self, path): ...
 
     @property
-    def max_token(self):
+    def max_token(self) -> int:
         """The largest token id in any n-gram or follower (-1 when empty)."""
         keys, _, tokens, _ = self.arrays()
         return int(max(keys.max(initial=-1), tokens.max(initial=-1)))
@@ -77,7 +81,7 @@ class Cache(abc.ABC):
             ngram = tuple(int(t) for t in keys[i] if t >= 0)
             yield ngram, tokens[offsets[i] : offsets[i + 1]], counts[offsets[i] : offsets[i + 1]]
 
-    def save(self, path, format="native"):
+    def save(self, path: str | os.PathLike, format: str = "native") -> None:
         """Write the cache atomically: ``native`` (.ngd) or ``llamacpp`` (lookup file)."""
         if format == "llamacpp":
             llamacpp.write(path, *self.arrays())
@@ -92,14 +96,14 @@ class Cache(abc.ABC):
         )
 
 
-def file_kind(path):
+def file_kind(path: str | os.PathLike) -> str:
     """'static' or 'dynamic' for a native cache file, 'llama.cpp lookup file' otherwise."""
     if file_format(path) == "llamacpp":
         return "llama.cpp lookup file"
     return KIND_NAMES[read_header(path).kind]
 
 
-def file_format(path):
+def file_format(path: str | os.PathLike) -> str:
     """'native' if the file starts with the ngramdraft magic, else 'llamacpp'.
 
     A ``.ngd`` file without the magic is not taken for a llama.cpp file (an
@@ -131,14 +135,14 @@ class NgramCache(Cache):
         self.format = None
 
     @classmethod
-    def from_cache(cls, cache, role="dynamic"):
+    def from_cache(cls, cache: Cache, role: str = "dynamic") -> "NgramCache":
         """A mutable copy of any cache's n-grams."""
         new = cls(role)
         new.merge(cache)
         return new
 
     @classmethod
-    def load(cls, path, role="dynamic"):
+    def load(cls, path: str | os.PathLike, role: str = "dynamic") -> "NgramCache":
         """Load a native cache file (static or dynamic) or a llama.cpp lookup file.
 
         Loading reads every byte anyway, so a native file's checksums are
@@ -157,7 +161,13 @@ class NgramCache(Cache):
         new.path, new.format = Path(path), fmt
         return new
 
-    def update(self, tokens, nnew=None, ngram_min=1, ngram_max=4):
+    def update(
+        self,
+        tokens: "ArrayLike",
+        nnew: int | None = None,
+        ngram_min: int = 1,
+        ngram_max: int = 4,
+    ) -> None:
         """Count the n-grams ending in the last ``nnew`` tokens (default: all of them).
 
         As llama.cpp's common_ngram_cache_update: for each size n, every token at
@@ -168,7 +178,7 @@ class NgramCache(Cache):
         ngram_min, ngram_max = check_ngram_range(ngram_min, ngram_max)
         self._t = T.update(self._t, tokens, len(tokens), nnew, ngram_min, ngram_max)
 
-    def merge(self, other):
+    def merge(self, other: Cache) -> None:
         """Add every (n-gram, follower, count) of another cache (counts add up)."""
         if isinstance(other, NgramCache):
             self._t = T.merge(self._t, other._t)
@@ -177,7 +187,7 @@ class NgramCache(Cache):
         else:
             raise InvalidParameterError(f"can only merge a cache, got {type(other).__name__}")
 
-    def clear(self):
+    def clear(self) -> None:
         T.clear(self._t)
 
     def __len__(self):
@@ -243,7 +253,7 @@ def _native_arrays(mm, header):
     )
 
 
-def as_mutable(cache, role="dynamic"):
+def as_mutable(cache: "Cache | str | os.PathLike | None", role: str = "dynamic") -> "NgramCache":
     """An NgramCache for a role that gets updated: the cache itself, or a copy of another kind."""
     if cache is None:
         return NgramCache(role)

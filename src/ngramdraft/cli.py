@@ -1,4 +1,4 @@
-"""The ``ngramdraft`` command line (also ``python -m ngramdraft``).
+"""The ngramdraft command line (also ``python -m ngramdraft``).
 
 Every failure the library can name becomes one line on stderr,
 ``ngramdraft: error: ...``, and exit status 1 (2 for usage errors).
@@ -6,8 +6,12 @@ Every failure the library can name becomes one line on stderr,
 
 import argparse
 import json
+import os
+import signal
 import sys
+import textwrap
 import time
+import warnings
 from pathlib import Path
 
 from ._version import __version__
@@ -46,29 +50,67 @@ def _positive(text):
     return value
 
 
-def _parser():
-    p = argparse.ArgumentParser(prog="ngramdraft", description=__doc__.splitlines()[0])
-    p.add_argument("--version", action="version", version=f"ngramdraft {__version__}")
-    sub = p.add_subparsers(dest="command", required=True)
+def _subcommand(sub, name, summary, description, examples):
+    return sub.add_parser(
+        name,
+        help=summary,
+        description=textwrap.fill(description, 79),
+        epilog="examples:\n" + "\n".join(f"  {e}" for e in examples),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
 
-    b = sub.add_parser("build-static", help="count the 2-grams of a corpus into a static cache")
+
+def _parser():
+    p = argparse.ArgumentParser(
+        prog="ngramdraft",
+        description="Prompt-lookup (n-gram) speculative drafting with llama.cpp's rules: build "
+        "caches, replay texts as llama.cpp's lookup-stats does, generate and serve with a model.",
+        epilog="Run 'ngramdraft COMMAND --help' for a command's options and examples.",
+    )
+    p.add_argument("--version", action="version", version=f"ngramdraft {__version__}")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    b = _subcommand(
+        sub,
+        "build-static",
+        "count the 2-grams of a corpus into a static cache",
+        "Count every (2-gram, follower) of a corpus into a static cache file, as "
+        "llama.cpp's llama-lookup-create does. Inputs are token files, text files (with "
+        "--tokenizer), local data files or a Hugging Face dataset.",
+        [
+            "ngramdraft build-static books/*.txt --tokenizer llama3 -o books.ngd",
+            "ngramdraft build-static corpus.i32 -o corpus.ngd --memory-limit 1G",
+            "ngramdraft build-static notes.txt --tokenizer model.gguf -o notes.ngd",
+        ],
+    )
     b.add_argument(
         "inputs",
         nargs="*",
         metavar="INPUT",
-        help="token files (.i32/.bin/.npy) or text files (.txt)",
+        help="token files (.i32/.bin little-endian int32, .npy) or text files (.txt)",
     )
-    b.add_argument("-o", "--output", required=True, metavar="CACHE")
+    b.add_argument("-o", "--output", required=True, metavar="CACHE", help="the cache to write")
     b.add_argument(
         "--memory-limit",
         type=parse_size,
         metavar="SIZE",
-        help="target peak memory, e.g. 1G (default: one pass)",
+        help="target peak memory, e.g. 1G (default: one pass, as much as it takes)",
     )
-    b.add_argument("-q", "--quiet", action="store_true")
+    b.add_argument("-q", "--quiet", action="store_true", help="no progress or summary")
     add_corpus_arguments(b)
 
-    r = sub.add_parser("replay", help="replay a token file as llama.cpp's lookup-stats does")
+    r = _subcommand(
+        sub,
+        "replay",
+        "replay a text as llama.cpp's lookup-stats does",
+        "Replay a token stream in chunks of --n-ctx tokens, drafting --n-draft tokens at "
+        "every position, as llama.cpp's llama-lookup-stats does, and report how many drafted "
+        "tokens a model would have accepted.",
+        [
+            "ngramdraft replay heldout.txt --tokenizer llama3 --static books.ngd",
+            "ngramdraft replay tokens.i32 -lcs books.ngd -lcd seen.bin --n-ctx 4096 --draft 8",
+        ],
+    )
     r.add_argument("tokens", metavar="TOKENS", help="token file (.i32/.bin/.npy) or text file")
     r.add_argument(
         "--tokenizer",
@@ -77,40 +119,66 @@ def _parser():
         "MODEL.gguf or tokenizer.json",
     )
     r.add_argument("--token-cache", metavar="DIR", help="where tokenized texts are kept")
-    r.add_argument("--static", metavar="CACHE", help="native static cache or llama.cpp lookup file")
-    r.add_argument("--dynamic", metavar="FILE", help="initial dynamic cache (native or llama.cpp)")
-    r.add_argument("--n-ctx", type=_positive, required=True)
-    r.add_argument("--n-draft", type=_positive, required=True)
+    _add_cache_arguments(r, "initial dynamic cache: native or llama.cpp lookup file")
     r.add_argument("--dump", metavar="FILE", help="write every draft call (parity dump format)")
     r.add_argument("--json", action="store_true", help="one JSON object on stdout")
-    r.add_argument("-q", "--quiet", action="store_true")
+    r.add_argument("-q", "--quiet", action="store_true", help="no progress")
 
-    c = sub.add_parser("convert", help="llama.cpp lookup file <-> native static cache")
-    c.add_argument("input", metavar="FILE")
-    c.add_argument("-o", "--output", required=True, metavar="FILE")
+    c = _subcommand(
+        sub,
+        "convert",
+        "llama.cpp lookup file <-> native static cache",
+        "Convert a llama.cpp lookup file (llama-lookup-create's -lcs output) into a native "
+        "static cache, or, with --to-llamacpp, any native cache into a lookup file that "
+        "llama.cpp's llama-lookup and llama-server read.",
+        [
+            "ngramdraft convert lookup.bin -o lookup.ngd",
+            "ngramdraft convert wiki.ngd --to-llamacpp -o wiki.bin",
+        ],
+    )
+    c.add_argument("input", metavar="FILE", help="the cache to convert")
+    c.add_argument("-o", "--output", required=True, metavar="FILE", help="the file to write")
     c.add_argument(
         "--to-llamacpp",
         action="store_true",
         help="write a llama.cpp lookup file from a native cache",
     )
 
-    i = sub.add_parser("inspect", help="sizes, counts and checksums of a cache file")
-    i.add_argument("cache", metavar="CACHE")
-    i.add_argument("--verify", action="store_true", help="check checksums and structure")
-    i.add_argument("--json", action="store_true")
+    i = _subcommand(
+        sub,
+        "inspect",
+        "sizes, counts and checksums of a cache file",
+        "Print a cache file's kind, sizes, counts, sections and recorded metadata.",
+        ["ngramdraft inspect wiki.ngd --verify", "ngramdraft inspect seen.bin --json"],
+    )
+    i.add_argument("cache", metavar="CACHE", help="a native cache or llama.cpp lookup file")
+    i.add_argument("--verify", action="store_true", help="also check every checksum and invariant")
+    i.add_argument("--json", action="store_true", help="one JSON object on stdout")
 
-    m = sub.add_parser("merge-static", help="combine static caches (e.g. built from shards)")
-    m.add_argument("inputs", nargs="+", metavar="CACHE")
-    m.add_argument("-o", "--output", required=True, metavar="CACHE")
-    m.add_argument("--memory-limit", type=parse_size, metavar="SIZE")
-    m.add_argument("-q", "--quiet", action="store_true")
-    g = sub.add_parser(
+    m = _subcommand(
+        sub,
+        "merge-static",
+        "combine static caches (e.g. built from shards)",
+        "Add up the counts of several static caches into one (the same file as building "
+        "from the joined corpora). Caches of different tokenizers are refused.",
+        ["ngramdraft merge-static shard-*.ngd -o all.ngd --memory-limit 2G"],
+    )
+    m.add_argument("inputs", nargs="+", metavar="CACHE", help="static caches to combine")
+    m.add_argument("-o", "--output", required=True, metavar="CACHE", help="the cache to write")
+    m.add_argument(
+        "--memory-limit", type=parse_size, metavar="SIZE", help="target peak memory, e.g. 1G"
+    )
+    m.add_argument("-q", "--quiet", action="store_true", help="no progress or summary")
+    g = _subcommand(
+        sub,
         "generate",
-        help="generate with a GGUF model and ngramdraft drafting (as llama.cpp's llama-lookup)",
-        description="Greedy generation with llama-cpp-python, drafting with ngramdraft; prints "
-        "the text, then tokens/s, forward passes, drafted and accepted tokens.",
-        epilog="example: ngramdraft generate model.gguf --prompt-file doc.txt -n 256 "
-        "--static wiki.ngd --compare",
+        "generate with a GGUF model and ngramdraft drafting (llama.cpp's llama-lookup)",
+        "Greedy generation with llama-cpp-python, drafting with ngramdraft; prints the text, "
+        "then tokens/s, forward passes, drafted and accepted tokens.",
+        [
+            "ngramdraft generate model.gguf -p 'def fib(n):' -n 128",
+            "ngramdraft generate model.gguf --prompt-file doc.txt -n 256 -lcs wiki.ngd --compare",
+        ],
     )
     _add_model_arguments(g)
     prompt = g.add_mutually_exclusive_group(required=True)
@@ -131,13 +199,14 @@ def _parser():
     )
     g.add_argument("--json", action="store_true", help="figures as one JSON object on stdout")
 
-    s = sub.add_parser(
+    s = _subcommand(
+        sub,
         "serve",
-        help="OpenAI-compatible server (llama-cpp-python's) drafting with ngramdraft",
-        description="Serve a GGUF model over llama-cpp-python's OpenAI-compatible API "
-        "(/v1/completions, /v1/chat/completions) with ngramdraft drafting.",
-        epilog="example: ngramdraft serve model.gguf --static wiki.ngd --dynamic seen.ngd "
-        "--port 8000",
+        "OpenAI-compatible server (llama-cpp-python's) drafting with ngramdraft",
+        "Serve a GGUF model over llama-cpp-python's OpenAI-compatible API (/v1/completions, "
+        "/v1/chat/completions), drafting with ngramdraft; one request at a time, one shared "
+        "dynamic cache.",
+        ["ngramdraft serve model.gguf --static wiki.ngd --dynamic seen.ngd --port 8000"],
     )
     _add_model_arguments(s)
     s.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
@@ -147,14 +216,32 @@ def _parser():
 
 def _add_model_arguments(p):
     p.add_argument("model", metavar="MODEL.gguf", help="a GGUF model file")
+    _add_cache_arguments(p, "dynamic cache: loaded if it exists, saved as sequences finish")
     p.add_argument(
-        "--static", "-lcs", metavar="CACHE", help="static cache (native or llama.cpp lookup file)"
+        "-t",
+        "--threads",
+        type=_positive,
+        metavar="N",
+        help="CPU threads (default: llama.cpp's choice)",
     )
+
+
+def _add_cache_arguments(p, dynamic_help):
+    """The caches and sizes every drafting command takes, with llama.cpp's names and defaults."""
     p.add_argument(
-        "--dynamic",
-        "-lcd",
-        metavar="FILE",
-        help="dynamic cache: loaded if it exists, saved as sequences finish",
+        "--static",
+        "-lcs",
+        metavar="CACHE",
+        help="static cache: native .ngd or llama.cpp lookup file (llama.cpp's -lcs)",
+    )
+    p.add_argument("--dynamic", "-lcd", metavar="FILE", help=f"{dynamic_help} (llama.cpp's -lcd)")
+    p.add_argument(
+        "-c",
+        "--n-ctx",
+        type=_positive,
+        default=4096,
+        metavar="N",
+        help="context (chunk) size in tokens (default: 4096, as llama.cpp)",
     )
     p.add_argument(
         "--n-draft",
@@ -162,22 +249,7 @@ def _add_model_arguments(p):
         type=_positive,
         default=8,
         metavar="N",
-        help="most tokens drafted per forward pass (default: 8)",
-    )
-    p.add_argument(
-        "-c",
-        "--n-ctx",
-        type=_positive,
-        default=4096,
-        metavar="N",
-        help="context size (default: 4096)",
-    )
-    p.add_argument(
-        "-t",
-        "--threads",
-        type=_positive,
-        metavar="N",
-        help="CPU threads (default: llama.cpp's choice)",
+        help="most tokens drafted per step (default: 8, as llama.cpp)",
     )
 
 
@@ -257,6 +329,12 @@ def cmd_serve(args):
 
 def cmd_build_static(args):
     header = build_from_args(args)
+    if header.n_keys == 0:
+        warnings.warn(
+            f"{args.output}: the corpus has {header.n_source_tokens} tokens and no 2-gram "
+            "with a follower: the cache drafts nothing (is the input empty?)",
+            stacklevel=1,
+        )
     _say(
         args,
         f"{args.output}: {header.n_keys} 2-grams, {header.n_entries} entries, "
@@ -304,7 +382,19 @@ def cmd_replay(args):
         f"{'t_draft':<16}= {summary['t_draft_ms']:.2f} ms, "
         f"{summary['us_per_drafted']:.3f} us per drafted token"
     )
-    print(f"{'t_load':<16}= {summary['t_load_ms']:.2f} ms")
+    print(f"{'t_load':<16}= {summary['t_load_ms']:.2f} ms (opening the caches)")
+    print(f"{'t_startup':<16}= {summary['t_startup_ms']:.2f} ms (loading the compiled kernels)")
+    print()
+    print(
+        textwrap.fill(
+            f"What it means: of {result.n_predict} replayed tokens, {result.n_accept} "
+            f"({result.from_drafts:.1f}%) came from accepted drafts ('accept' is accepted over "
+            f"drafted: {result.n_accept} of {result.n_drafted}). A model would need "
+            f"{result.passes} forward passes instead of {result.n_predict}: "
+            f"{result.tokens_per_pass:.3f} tokens per pass, {result.n_accept} passes saved.",
+            79,
+        )
+    )
 
 
 def cmd_convert(args):
@@ -384,10 +474,22 @@ COMMANDS = {
 }
 
 
+def _warn(message, category, filename, lineno, file=None, line=None):
+    print(f"ngramdraft: warning: {message}", file=sys.stderr)
+
+
 def main(argv=None):
     args = _parser().parse_args(argv)
     try:
-        COMMANDS[args.command](args)
+        with warnings.catch_warnings():
+            warnings.simplefilter("always")
+            warnings.showwarning = _warn
+            COMMANDS[args.command](args)
+    except BrokenPipeError:
+        # The reader went away (`ngramdraft inspect X | head`): stop quietly, as
+        # coreutils do, and keep the interpreter's final flush from failing again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + signal.SIGPIPE
     except NgramdraftError as e:
         print(f"ngramdraft: error: {e}", file=sys.stderr)
         return 1

@@ -57,14 +57,21 @@ def add_corpus_arguments(p):
         "--dataset", metavar="NAME", help="Hugging Face dataset, e.g. Salesforce/wikitext"
     )
     g.add_argument("--config", metavar="NAME", help="dataset config, e.g. wikitext-103-raw-v1")
-    g.add_argument("--split", default="train", metavar="NAME")
+    g.add_argument(
+        "--split", default="train", metavar="NAME", help="dataset split (default: train)"
+    )
     g.add_argument(
         "--data-files",
         nargs="+",
         metavar="FILE",
         help="local text/jsonl/parquet/csv files, read by the same datasets builders",
     )
-    g.add_argument("--text-column", default="text", metavar="NAME")
+    g.add_argument(
+        "--text-column",
+        default="text",
+        metavar="NAME",
+        help="column holding the text in --dataset/--data-files (default: text)",
+    )
     g.add_argument(
         "--tokenizer",
         metavar="NAME",

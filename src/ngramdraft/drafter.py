@@ -2,11 +2,12 @@
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .cache import NgramCache, as_mutable, file_format
-from .errors import CorruptFileError, NgramdraftError, VocabularyError
+from .cache import NgramCache, as_mutable, file_format, file_kind
+from .errors import CorruptFileError, NgramdraftError, VocabularyError, WrongFileKindError
 from .kernels import table as T
 from .kernels.draft import draft_arrays
 from .kernels.frozen import CORRUPT, empty_frozen
@@ -14,7 +15,25 @@ from .kernels.thresholds import NGRAM_MAX, NGRAM_MIN
 from .static import as_static
 from .validation import as_tokens, check_int, check_ngram_range
 
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike
+
+    from .cache import Cache
+    from .static import StaticCache
+
 MAX_DRAFT = 4096
+
+
+class _NoWarmup:
+    """The warm-up of no static cache: nothing to wait for, no damage."""
+
+    damage = None
+
+    def wait(self):
+        pass
+
+
+_NO_WARMUP = _NoWarmup()
 
 
 class Drafter:
@@ -41,20 +60,31 @@ class Drafter:
     """
 
     def __init__(
-        self, static=None, dynamic=None, n_draft=8, ngram_min=1, ngram_max=4, *, tokenizer=None
-    ):
+        self,
+        static: "StaticCache | Cache | str | os.PathLike | None" = None,
+        dynamic: "NgramCache | Cache | str | os.PathLike | None" = None,
+        n_draft: int = 8,
+        ngram_min: int = 1,
+        ngram_max: int = 4,
+        *,
+        tokenizer: object = None,
+    ) -> None:
         self.n_draft = check_int(n_draft, "n_draft", 1, MAX_DRAFT)
         self.ngram_min, self.ngram_max = check_ngram_range(ngram_min, ngram_max)
         self.static = None if static is None else as_static(static)
-        if self.static is not None:
-            if tokenizer is not None:
-                self.static.check_tokenizer(tokenizer)
-            self.static.prefault()
+        if self.static is not None and tokenizer is not None:
+            self.static.check_tokenizer(tokenizer)
+        self._warmup = _NO_WARMUP if self.static is None else self.static.prefault()
         self._frozen = empty_frozen() if self.static is None else self.static._frozen
         self._save_to = None
         if isinstance(dynamic, str | os.PathLike):
             path = Path(dynamic)
             existing = path.exists()
+            if existing and file_kind(path) == "static":
+                raise WrongFileKindError(
+                    f"{path}: a static cache; finish() would overwrite it with a dynamic one. "
+                    "Pass it as static=, and give dynamic= a file of its own"
+                )
             self._save_to = (path, file_format(path) if existing else _format_for(path))
         self.dynamic = as_mutable(dynamic, "dynamic")
         self.context = NgramCache("context")
@@ -64,11 +94,11 @@ class Drafter:
         self._started = False
 
     @property
-    def tokens(self):
+    def tokens(self) -> np.ndarray:
         """The sequence so far (prompt and accepted tokens), a copy."""
         return self._seq[: self._n].copy()
 
-    def start(self, prompt_tokens):
+    def start(self, prompt_tokens: "ArrayLike") -> None:
         """Begin a sequence: the context cache counts the prompt's n-grams."""
         prompt = as_tokens(prompt_tokens, "prompt_tokens")
         self.context.clear()
@@ -76,7 +106,7 @@ class Drafter:
         self._append(prompt)
         self._started = True
 
-    def draft(self):
+    def draft(self) -> np.ndarray:
         """Up to n_draft tokens (int32) the model is likely to produce next."""
         self._require_started()
         c, dy, f = self.context._t, self.dynamic._t, self._frozen
@@ -87,19 +117,20 @@ class Drafter:
             c.slots, c.tags, c.tok, c.cnt, dy.slots, dy.tags, dy.tok, dy.cnt, dy.cand,
             f.keys, f.fuse, f.params, f.offsets, f.stats, f.tokens, f.counts, self._buf,
         )  # fmt: skip
-        if d == CORRUPT:
+        if d == CORRUPT or self._warmup.damage is not None:
+            self._warmup.wait()  # a checksum names the damage better, if it sees it
             raise CorruptFileError(
                 f"{self.static.path}: static cache damaged (see `ngramdraft inspect --verify`)"
             )
         tail = min(self._n, NGRAM_MAX)
         return self._buf[tail : tail + d].copy()
 
-    def accept(self, tokens):
+    def accept(self, tokens: "ArrayLike") -> None:
         """Append verified tokens (accepted drafts and the model's own token)."""
         self._require_started()
         self._append(as_tokens(tokens, "tokens"))
 
-    def sync(self, sequence):
+    def sync(self, sequence: "ArrayLike") -> None:
         """Follow an engine that hands over the whole sequence at every step.
 
         If ``sequence`` extends the one this drafter holds, only the new tokens
@@ -123,7 +154,7 @@ class Drafter:
             self.finish()
         self.start(sequence)
 
-    def check_vocabulary(self, n_vocab):
+    def check_vocabulary(self, n_vocab: int) -> None:
         """Raise VocabularyError if a cache holds token ids that a model of n_vocab ids lacks."""
         n_vocab = check_int(n_vocab, "n_vocab", 1)
         for cache in (self.static, self.dynamic):
@@ -136,7 +167,7 @@ class Drafter:
                     "--tokenizer MODEL.gguf)"
                 )
 
-    def finish(self):
+    def finish(self) -> None:
         """End the sequence: merge its context into the dynamic cache (and save it)."""
         self._require_started()
         self.dynamic.merge(self.context)

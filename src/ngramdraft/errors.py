@@ -60,3 +60,7 @@ class ModelFileError(NgramdraftError):
 
 class VocabularyError(TokenizerMismatchError):
     """The cache holds token ids the model's vocabulary does not have."""
+
+
+class ShortStreamWarning(UserWarning):
+    """A replayed stream too short to hold one chunk: nothing was measured."""

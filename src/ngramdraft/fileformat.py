@@ -27,7 +27,6 @@ import mmap
 import os
 import struct
 import sys
-import threading
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -131,11 +130,11 @@ def parse_header(raw, file_size, path):
                 path,
                 f"file is {file_size} bytes, the header alone is {HEADER_SIZE}",
             )
-        _fail(WrongFileKindError, path, _foreign_message(file_size))
+        _fail(WrongFileKindError, path, foreign_message(file_size))
     fields = _FIXED.unpack_from(raw, 0)
     magic, version, bom, header_size, kind, width = fields[:6]
     if magic != MAGIC:
-        _fail(WrongFileKindError, path, _foreign_message(file_size))
+        _fail(WrongFileKindError, path, foreign_message(file_size))
     if bom != BYTE_ORDER_MARK:
         _fail(
             CorruptFileError,
@@ -171,10 +170,12 @@ def parse_header(raw, file_size, path):
     return header
 
 
-def _foreign_message(file_size):
+def foreign_message(file_size):
+    """What a file that is no cache of any kind is told, wherever a cache was expected."""
     return (
-        f"not an ngramdraft cache file ({file_size} bytes, no NGRMDRFT magic); "
-        "a llama.cpp lookup file can be converted with `ngramdraft convert`"
+        f"not an ngramdraft cache file ({file_size} bytes, no NGRMDRFT magic), nor a llama.cpp "
+        "lookup file: build caches with `ngramdraft build-static`; a llama.cpp lookup file "
+        "can also be converted with `ngramdraft convert`"
     )
 
 
@@ -236,32 +237,26 @@ def read_header(path):
     return parse_header(raw, size, path)
 
 
-def prefault(buf):
-    """Map every page of a read-only mapping into the page tables, in a daemon thread.
+def populate(buf):
+    """Map every page of a read-only mapping into the page tables (blocking).
 
     Drafting reads a static cache at random, so without this the first
     lookups each take a page fault. madvise(MADV_POPULATE_READ) (Linux 5.14+)
-    does them all at once; it is called through ctypes, which releases the GIL,
-    so a cold file being read from disk stalls no Python thread. Elsewhere, or
-    on failure, nothing happens: it is only a hint.
+    does them all at once; it is called through ctypes, which releases the
+    GIL, so a cold file being read from disk stalls no Python thread.
+    Elsewhere, or on failure, nothing happens: it is only a hint.
     """
     view = np.frombuffer(buf, dtype=np.uint8)
     if not sys.platform.startswith("linux") or view.size == 0:
-        return None
+        return
     madvise = ctypes.CDLL(None, use_errno=True).madvise
     madvise.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int)
     base, size = view.ctypes.data, view.size
-
-    def populate():
-        # In steps: each call holds the process's mmap lock, which another
-        # open's mmap() must wait for.
-        for start in range(0, size, _BLOCK):
-            if madvise(base + start, min(_BLOCK, size - start), _MADV_POPULATE_READ):
-                return
-
-    thread = threading.Thread(target=populate, daemon=True)
-    thread.start()
-    return thread
+    # In steps: each call holds the process's mmap lock, which another
+    # open's mmap() must wait for.
+    for start in range(0, size, _BLOCK):
+        if madvise(base + start, min(_BLOCK, size - start), _MADV_POPULATE_READ):
+            return
 
 
 def map_file(path):
@@ -287,8 +282,17 @@ def read_meta(buf, header, path):
         meta = json.loads(bytes(buf[offset : offset + size]).decode("utf-8")) if size else {}
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         _fail(CorruptFileError, path, f"meta section is not UTF-8 JSON ({e})")
+    except RecursionError:
+        _fail(CorruptFileError, path, "meta section nests JSON too deeply to be ours")
     if not isinstance(meta, dict):
         _fail(CorruptFileError, path, "meta section is not a JSON object")
+    tokenizer = meta.get("tokenizer")
+    if tokenizer is not None and not (
+        isinstance(tokenizer, dict)
+        and isinstance(tokenizer.get("name"), str)
+        and all(isinstance(tokenizer.get(k, ""), str) for k in ("kind", "fingerprint"))
+    ):
+        _fail(CorruptFileError, path, "meta's tokenizer is not a tokenizer identity")
     return meta
 
 

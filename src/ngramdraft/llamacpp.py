@@ -11,6 +11,7 @@ import numpy as np
 
 from .atomic import atomic_output
 from .errors import CorruptFileError, TruncatedFileError, WrongFileKindError
+from .fileformat import foreign_message
 from .kernels import lookupfile as L
 
 _PROBLEMS = {
@@ -25,21 +26,18 @@ def read(path):
     """(keys[K,4], offsets[K+1], tokens, counts) of a lookup file, followers sorted."""
     size = os.path.getsize(path)
     if size % 4:
-        raise WrongFileKindError(
-            f"{path}: {size} bytes is not a whole number of int32 words; "
-            "not a llama.cpp lookup cache"
-        )
+        raise WrongFileKindError(f"{path}: {foreign_message(size)}")
     data = np.fromfile(path, dtype="<i4")
     starts, status, word = L.scan_records(data)
     if status != L.OK:
+        if len(starts) == 0:  # not even one record: some other kind of file
+            raise WrongFileKindError(f"{path}: {foreign_message(size)}")
         where = f"at byte {4 * word}"
         if status == L.TRUNCATED:
             raise TruncatedFileError(
                 f"{path}: record {len(starts)} {where} runs past the end of the file"
             )
-        cls = WrongFileKindError if len(starts) == 0 else CorruptFileError
-        kind = "not a llama.cpp lookup cache: " if len(starts) == 0 else ""
-        raise cls(f"{path}: {kind}record {len(starts)} {where}: {_PROBLEMS[status]}")
+        raise CorruptFileError(f"{path}: record {len(starts)} {where}: {_PROBLEMS[status]}")
     k, keys, offsets, tokens, counts = L.gather_records(data, starts)
     if k < 0:
         raise CorruptFileError(f"{path}: record {-k - 1} lists the same follower twice")

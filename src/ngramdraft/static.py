@@ -3,7 +3,9 @@
 import os
 import shutil
 import tempfile
+import threading
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -12,6 +14,7 @@ from .atomic import atomic_output
 from .build import SpanSource, TokenSource, build_static, make_constmap
 from .cache import Cache, file_format
 from .errors import (
+    ChecksumError,
     CorruptFileError,
     InvalidParameterError,
     TokenizerMismatchError,
@@ -21,17 +24,20 @@ from .fileformat import (
     KIND_NAMES,
     KIND_STATIC,
     map_file,
+    populate,
     read_meta,
     section_array,
     verify_sections,
 )
-from .fileformat import prefault as fileformat_prefault
 from .kernels.draft import constmap_values
 from .kernels.frozen import CORRUPT, Frozen, followers_span, key_hash_of
 from .kernels.triples import span_stats
 from .tokenfile import TokenFile
-from .tokenizer import identity_of
+from .tokenizer import same_tokenizer, tokenizer_kind
 from .validation import as_tokens, check_cache_arrays, check_ngram
+
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike
 
 
 class StaticCache(Cache):
@@ -49,7 +55,7 @@ class StaticCache(Cache):
         self.header = header
         self.meta = meta
         self.path = Path(path)
-        self._prefault = None
+        self._warmup = None
         k, n = header.n_keys, header.n_entries
 
         def arr(name, dtype, shape):
@@ -61,6 +67,7 @@ class StaticCache(Cache):
                 header.fuse_segment_length,
                 header.fuse_segment_length * header.fuse_segment_count,
                 header.max_count,
+                max(header.max_token, 0),  # -1 when empty: then nothing is drafted
             ],
             dtype=np.uint64,
         )
@@ -81,7 +88,9 @@ class StaticCache(Cache):
     # -- creating and opening ------------------------------------------------
 
     @classmethod
-    def open(cls, path, *, verify=False, tokenizer=None):
+    def open(
+        cls, path: str | os.PathLike, *, verify: bool = False, tokenizer: object = None
+    ) -> "StaticCache":
         """Open a static cache file (memory-mapped, read-only).
 
         ``verify`` also checks every section's checksum (reads the whole file).
@@ -103,18 +112,30 @@ class StaticCache(Cache):
         return cache
 
     @classmethod
-    def build(cls, tokens, path, *, memory_limit=None, meta=None, quiet=True):
+    def build(
+        cls,
+        tokens: "ArrayLike | TokenFile | str | os.PathLike",
+        path: str | os.PathLike,
+        *,
+        memory_limit: int | None = None,
+        meta: dict | None = None,
+        quiet: bool = True,
+    ) -> "StaticCache":
         """Count the 2-grams of a token sequence into a static cache file and open it.
 
-        ``tokens`` is an integer array or a token file (``.i32``/``.bin``/``.npy``,
-        see :class:`ngramdraft.tokenfile.TokenFile`), read in chunks.
+        ``tokens`` is an integer array, or a token file or its path (``.i32``/
+        ``.bin``/``.npy``, see :class:`ngramdraft.tokenfile.TokenFile`), read in chunks.
         """
+        if isinstance(tokens, str | os.PathLike):
+            tokens = TokenFile(tokens)
         source = tokens if isinstance(tokens, TokenFile) else as_tokens(tokens)
         build_static([TokenSource(source)], path, memory_limit=memory_limit, meta=meta, quiet=quiet)
         return cls.open(path)
 
     @classmethod
-    def from_cache(cls, cache, path=None, *, meta=None):
+    def from_cache(
+        cls, cache: Cache, path: "str | os.PathLike | None" = None, *, meta: dict | None = None
+    ) -> "StaticCache":
         """Freeze the 2-grams of any cache into a static cache file.
 
         Without ``path`` the file is anonymous: created, mapped, then unlinked.
@@ -122,13 +143,26 @@ class StaticCache(Cache):
         return cls._from_sources([SpanSource(*cache.arrays())], path, meta=meta)
 
     @classmethod
-    def from_llamacpp(cls, lookup_path, path=None, *, meta=None):
+    def from_llamacpp(
+        cls,
+        lookup_path: str | os.PathLike,
+        path: "str | os.PathLike | None" = None,
+        *,
+        meta: dict | None = None,
+    ) -> "StaticCache":
         """Convert a llama.cpp lookup file (its 2-gram records) into a static cache file."""
         meta = {"converted_from": Path(lookup_path).name, **(meta or {})}
         return cls._from_sources([SpanSource(*llamacpp.read(lookup_path))], path, meta=meta)
 
     @classmethod
-    def merge(cls, caches, path, *, memory_limit=None, quiet=True):
+    def merge(
+        cls,
+        caches: "list[StaticCache | str | os.PathLike]",
+        path: str | os.PathLike,
+        *,
+        memory_limit: int | None = None,
+        quiet: bool = True,
+    ) -> "StaticCache":
         """One static cache counting every 2-gram of several (e.g. built from shards)."""
         caches = [as_static(c, verify=True) for c in caches]
         names = {c.tokenizer_name for c in caches} - {None}
@@ -157,15 +191,19 @@ class StaticCache(Cache):
         finally:
             os.unlink(tmp)
 
-    def prefault(self):
-        """Map the file's pages in a background thread, once (Drafter and replay call it).
+    def prefault(self) -> "Warmup":
+        """Map the file's pages, then check its checksums, in a background thread, once.
 
         Drafting reads at random, so otherwise its first lookups take page
-        faults. Not done by open, which stays one page read whatever the size.
+        faults; and a damaged file is found within the time it takes to read
+        it (about 30 ms per 500 MB once mapped), after which :meth:`check`
+        raises ChecksumError. Drafter and replay call this; open does not, so
+        that opening stays one page read whatever the size. Returns the
+        :class:`Warmup`.
         """
-        if self._prefault is None:
-            self._prefault = fileformat_prefault(self._mm) or False
-        return self._prefault
+        if self._warmup is None:
+            self._warmup = Warmup(self)
+        return self._warmup
 
     # -- the Cache interface -------------------------------------------------
 
@@ -173,10 +211,10 @@ class StaticCache(Cache):
         return self.header.n_keys
 
     @property
-    def n_entries(self):
+    def n_entries(self) -> int:
         return self.header.n_entries
 
-    def followers(self, ngram):
+    def followers(self, ngram: "ArrayLike") -> tuple[np.ndarray, np.ndarray]:
         k0, k1, k2, k3 = check_ngram(ngram)
         f = self._frozen
         h = np.uint64(key_hash_of(f.params, k0, k1, k2, k3))
@@ -187,7 +225,7 @@ class StaticCache(Cache):
         return self._frozen.tokens[lo : lo + n].copy(), self._frozen.counts[lo : lo + n].copy()
 
     @property
-    def max_token(self):
+    def max_token(self) -> int:
         return self.header.max_token
 
     def arrays(self):
@@ -200,7 +238,7 @@ class StaticCache(Cache):
 
     # -- integrity -------------------------------------------------------------
 
-    def verify(self, deep=False):
+    def verify(self, deep: bool = False) -> None:
         """Check every section checksum (reads the whole file); raises ChecksumError.
 
         ``deep`` also checks every structural invariant (see :meth:`_check`).
@@ -247,23 +285,33 @@ class StaticCache(Cache):
         tok = self.meta.get("tokenizer")
         return tok.get("name") if isinstance(tok, dict) else None
 
-    def check_tokenizer(self, tokenizer):
+    def check_tokenizer(self, tokenizer: object) -> None:
         """Raise TokenizerMismatchError if this cache was built with another tokenizer."""
         mine = self.meta.get("tokenizer")
         if mine is None:
+            if isinstance(tokenizer, str | os.PathLike):
+                tokenizer_kind(tokenizer)  # a misspelled name is an error, recorded or not
             return
-        theirs = identity_of(tokenizer)
-        if mine.get("fingerprint") and theirs.get("fingerprint"):
-            same = mine["fingerprint"] == theirs["fingerprint"]
-        else:
-            same = mine.get("name") == theirs.get("name")
-        if not same:
+        if same_tokenizer(mine, tokenizer):
+            return
+        theirs = tokenizer.get("name") if isinstance(tokenizer, dict) else None
+        theirs = theirs or getattr(tokenizer, "name", None) or str(tokenizer)
+        raise TokenizerMismatchError(
+            f"{self.path}: built with tokenizer {mine.get('name')!r}, drafting with {theirs!r}"
+        )
+
+    def check_tokens(self, tokens: np.ndarray) -> None:
+        """Raise TokenizerMismatchError if ``tokens`` holds ids the cache's tokenizer lacks."""
+        tok = self.meta.get("tokenizer")
+        n_vocab = tok.get("n_vocab") if isinstance(tok, dict) else None
+        top = int(tokens.max(initial=-1))
+        if isinstance(n_vocab, int) and top >= n_vocab:
             raise TokenizerMismatchError(
-                f"{self.path}: built with tokenizer {mine.get('name')!r}, "
-                f"drafting with {theirs.get('name')!r}"
+                f"the tokens hold id {top}, but {self.path} was built with tokenizer "
+                f"{tok.get('name')!r} of {n_vocab} ids: tokenize with the cache's tokenizer"
             )
 
-    def info(self):
+    def info(self) -> dict:
         """Sizes, counts and checksums, as `ngramdraft inspect` prints them."""
         h = self.header
         size = self.path.stat().st_size if self.path.exists() else None
@@ -285,7 +333,7 @@ class StaticCache(Cache):
             "meta": self.meta,
         }
 
-    def close(self):
+    def close(self) -> None:
         """Release the mapping. Arrays handed out earlier must not be used afterwards."""
         self._frozen = None
         self._mm = None
@@ -297,7 +345,7 @@ class StaticCache(Cache):
         self.close()
 
 
-def as_static(cache, *, verify=False):
+def as_static(cache: "Cache | str | os.PathLike", *, verify: bool = False) -> StaticCache:
     """A StaticCache for the static role: the cache itself, an opened path, or a frozen copy."""
     if isinstance(cache, StaticCache):
         if verify:
@@ -310,3 +358,37 @@ def as_static(cache, *, verify=False):
             return StaticCache.from_llamacpp(cache)
         return StaticCache.open(cache, verify=verify)
     raise InvalidParameterError(f"expected a cache or a path, got {type(cache).__name__}")
+
+
+class Warmup:
+    """A static cache's pages mapped, then its checksums checked, in one daemon thread.
+
+    ``mapped`` is set once every page is mapped (what replay waits for before
+    its clock starts), ``done`` once the checksums are checked; ``damage`` is
+    then None or the ChecksumError to raise.
+    """
+
+    def __init__(self, cache):
+        self.mapped = threading.Event()
+        self.done = threading.Event()
+        self.damage = None
+        mm, header, path = cache._mm, cache.header, cache.path
+
+        def run():
+            try:
+                populate(mm)
+                self.mapped.set()
+                verify_sections(mm, header, path)
+            except ChecksumError as e:
+                self.damage = e
+            finally:
+                self.mapped.set()
+                self.done.set()
+
+        threading.Thread(target=run, daemon=True, name="ngramdraft-warmup").start()
+
+    def wait(self):
+        """Block until the check is done; raise ChecksumError if it found damage."""
+        self.done.wait()
+        if self.damage is not None:
+            raise self.damage

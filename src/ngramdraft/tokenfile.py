@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 
 from .errors import CorpusError, InvalidTokensError
-from .validation import check_token_range
+from .validation import as_tokens, check_token_range
 
 RAW_SUFFIXES = (".i32", ".bin")
 CHUNK = 1 << 24  # tokens per read
@@ -81,3 +81,11 @@ def _npy_layout(path):
     if os.path.getsize(path) < offset + n * dtype.itemsize:
         raise InvalidTokensError(f"{path}: truncated, the header promises {n} tokens")
     return offset, dtype, n
+
+
+def tokens_of(value, name="tokens"):
+    """int32 tokens from an array or sequence, or read whole from a token file's path."""
+    if isinstance(value, str | os.PathLike):
+        file = TokenFile(value)
+        return file.read(0, len(file))
+    return as_tokens(value, name)

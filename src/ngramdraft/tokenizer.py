@@ -10,7 +10,9 @@ own vocabulary is read by llama.cpp (``ngramdraft[llama]``, see
 :mod:`ngramdraft.integrations.llama_cpp`).
 """
 
+import difflib
 import os
+import re
 from pathlib import Path
 from typing import Protocol
 
@@ -53,6 +55,25 @@ def identity_of(tokenizer):
     if isinstance(tokenizer, str | os.PathLike):
         tokenizer = load_tokenizer(str(tokenizer))
     return identity(tokenizer)
+
+
+def same_tokenizer(recorded, tokenizer):
+    """Whether ``tokenizer`` (object, name or identity) is the one a cache ``recorded``.
+
+    A name equal to the recorded one, or a bundled name other than it, is
+    answered by comparing names; anything else is loaded and its
+    tokenization fingerprint compared, when both sides have one.
+    """
+    if isinstance(tokenizer, str | os.PathLike):
+        name = str(tokenizer)
+        if name == recorded.get("name"):
+            return True
+        if name in BUNDLED:
+            return False
+    theirs = identity_of(tokenizer)
+    if recorded.get("fingerprint") and theirs.get("fingerprint"):
+        return recorded["fingerprint"] == theirs["fingerprint"]
+    return recorded.get("name") == theirs.get("name")
 
 
 class QuicktokTokenizer:
@@ -109,11 +130,43 @@ def _hub_message(name, why):
 
 
 def load_tokenizer(name):
-    """A bundled quicktok encoding, a GGUF model's vocabulary, a tokenizer.json or a hub name."""
-    if name in BUNDLED:
+    """A bundled quicktok encoding, a GGUF model's vocabulary, a tokenizer.json or a hub name.
+
+    A name that is none of these fails at once, with the bundled names it
+    resembles: only names shaped like hub ids (``owner/name``) go to the hub.
+    """
+    name = str(name)
+    kind = tokenizer_kind(name)
+    if kind == "bundled":
         return QuicktokTokenizer(name)
-    if str(name).endswith(".gguf"):
+    if kind == "gguf":
         from .integrations.llama_cpp import GGUFTokenizer
 
         return GGUFTokenizer(name)
     return HFTokenizer(name)
+
+
+def tokenizer_kind(name):
+    """'bundled', 'gguf' or 'huggingface' (a file or a hub id) for a tokenizer name.
+
+    Raises CorpusError, naming the bundled encodings it resembles, for a name
+    that can be none of them; nothing is loaded.
+    """
+    name = str(name)
+    if name in BUNDLED:
+        return "bundled"
+    if name.endswith(".gguf"):
+        return "gguf"
+    if Path(name).is_file() or looks_like_hub_id(name):
+        return "huggingface"
+    close = difflib.get_close_matches(name.lower(), BUNDLED, n=3, cutoff=0.5)
+    hint = f"did you mean {' or '.join(repr(c) for c in close)}? " if close else ""
+    raise CorpusError(
+        f"unknown tokenizer {name!r}: {hint}Use a bundled encoding ({', '.join(BUNDLED)}), "
+        "MODEL.gguf, the path of a tokenizer.json, or a hub id such as owner/name"
+    )
+
+
+def looks_like_hub_id(name):
+    """``owner/name`` with the characters the Hugging Face hub allows, and not a local path."""
+    return re.fullmatch(r"[\w.-]+/[\w.-]+", name) is not None and not Path(name).exists()

@@ -11,39 +11,13 @@ from pathlib import Path
 
 import numpy as np
 import xxhash
+from mutations import rehash, section, set_section
 
 from ngramdraft import NgramCache, StaticCache
-from ngramdraft.fileformat import HEADER_SIZE, SECTIONS
+from ngramdraft.fileformat import SECTIONS
 
 HERE = Path(__file__).resolve().parent
 TOKENS = (np.arange(400) * 7919 % 97).astype(np.int32)
-
-
-def rehash(raw):
-    """Recompute the header checksum so that only the intended damage remains."""
-    raw[HEADER_SIZE - 8 : HEADER_SIZE] = struct.pack(
-        "<Q", xxhash.xxh3_64_intdigest(bytes(raw[: HEADER_SIZE - 8]))
-    )
-    return raw
-
-
-def section(raw, name):
-    i = SECTIONS.index(name)
-    offset, size = struct.unpack_from("<QQ", raw, 96 + 32 * i)
-    return offset, size
-
-
-def set_section(raw, name, offset=None, size=None):
-    i = SECTIONS.index(name)
-    old_offset, old_size = section(raw, name)
-    struct.pack_into(
-        "<QQ",
-        raw,
-        96 + 32 * i,
-        old_offset if offset is None else offset,
-        old_size if size is None else size,
-    )
-    return raw
 
 
 def main():

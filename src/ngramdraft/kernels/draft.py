@@ -23,7 +23,15 @@ import numpy as np
 from numba import njit
 
 from .constmap import prefetch_cells
-from .frozen import CORRUPT, DRAFTS, find_key_hashed, followers_span, key_hash_of, may_draft
+from .frozen import (
+    CORRUPT,
+    DRAFTS,
+    find_key_hashed,
+    followers_span,
+    is_follower,
+    key_hash_of,
+    may_draft,
+)
 from .search import find
 from .table import (
     LENGTH,
@@ -296,6 +304,8 @@ def draft_arrays(
             key = find_key_hashed(keys, fuse, params, buf[end - 2], buf[end - 1], pad, pad, hs)
             if key >= 0:
                 tok = try_static(stats[key, 0], np.int64(stats[key, 1]), np.int64(stats[key, 2]))
+                if tok >= 0 and not is_follower(offsets, stok, params, key, tok):
+                    return CORRUPT
         if tok < 0:
             break
         buf[end] = tok

@@ -5,7 +5,7 @@ A frozen cache is the tuple of arrays a static cache file holds:
 count, wrapped sum of counts), ``fuse`` (the constmap), and the flat
 ``tokens``/``counts`` arrays, sorted by token within each key's span.
 ``params`` holds the constmap's seed, segment length and segment-count length,
-then the largest count in the file.
+then the largest count and the largest token id in the file.
 
 The constmap's value for key i is ``i | DRAFTS`` when the key's own statistics
 pass the static-only draft thresholds, else ``i``. For a key not in the file
@@ -22,6 +22,7 @@ from numba import njit
 
 from .constmap import value_of
 from .hashing import key_hash
+from .search import find
 
 Frozen = namedtuple("Frozen", "keys offsets stats fuse tokens counts params")
 
@@ -38,7 +39,7 @@ def empty_frozen(width=2):
         fuse=np.zeros(0, dtype=np.uint32),
         tokens=np.zeros(0, dtype=np.int32),
         counts=np.zeros(0, dtype=np.int32),
-        params=np.zeros(4, dtype=np.uint64),
+        params=np.zeros(5, dtype=np.uint64),
     )
     for a in arrays:
         a.flags.writeable = False
@@ -98,3 +99,18 @@ def span(offsets, n_entries, i):
     if lo < 0 or hi < lo or hi > n_entries:
         return np.int64(0), np.int64(CORRUPT)
     return lo, hi - lo
+
+
+@njit(cache=True, _nrt=False)
+def is_follower(offsets, tokens, params, i, token):
+    """Whether ``token`` is one of key i's followers and within the file's token range.
+
+    A static-only draft comes from the key's precomputed stats, which a
+    damaged file can make anything: this ties it to the bounds-checked span
+    and to the largest id the (checksummed) header records, so that no token
+    the model's vocabulary lacks is ever drafted.
+    """
+    lo, n = span(offsets, tokens.shape[0], i)
+    if n == CORRUPT or token > np.int64(params[4]):
+        return False
+    return find(tokens, lo, n, token) >= 0

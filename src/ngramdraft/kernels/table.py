@@ -24,9 +24,10 @@ Layout (``docs/layout.md`` walks through an example):
   few bytes of a small array instead of 64-byte rows of a large one; and
   clearing the table is a memset of the tags.
 * ``tok``/``cnt``: the follower pool. A part is one contiguous span, sorted
-  by token. A part that outgrows its room moves to the end of the pool with
-  twice the room; the room it leaves is counted as waste and reclaimed when
-  the pool itself grows (compaction).
+  by token; counts saturate at 2**31 - 1 (TOTAL sums the stored counts). A
+  part that outgrows its room moves to the end of the pool with twice the
+  room; the room it leaves is counted as waste and reclaimed when the pool
+  itself grows (compaction).
 * ``meta``: [n-grams, pool used, entries, pool waste].
 * ``cand``: uint64 words, one bit per slot. The bit of slot s is set once
   some n-gram homed at s (the slot its hash points to) has reached
@@ -66,6 +67,9 @@ ROW = 8
 N_NGRAMS, POOL_USED, N_ENTRIES, POOL_WASTE = range(4)
 OK, NEED_SLOTS, NEED_POOL = range(3)
 
+# Counts saturate here, as the static build's do: a count that wrapped would
+# turn negative and the file holding it would no longer load.
+COUNT_MAX = np.int64(2**31 - 1)
 _SEED = np.uint64(0)
 _LOW = np.int64(0xFFFFFFFF)
 _S57 = np.uint64(57)
@@ -221,12 +225,14 @@ def _merge_run(slots, tok, cnt, meta, s, rtok, rlo, rcnt, clo, n):
     new = 0
     dc = clo - rlo  # count of rtok[j] is rcnt[j + dc]
     for j in range(rlo, rlo + n):
-        slots[s, TOTAL] += rcnt[j + dc]
         i = find(tok, a, m, rtok[j])
         if i >= 0:
-            cnt[i] += rcnt[j + dc]
-            mx = max(mx, np.int64(cnt[i]))
+            c = min(np.int64(cnt[i]) + rcnt[j + dc], COUNT_MAX)
+            slots[s, TOTAL] += c - cnt[i]
+            cnt[i] = c
+            mx = max(mx, c)
         else:
+            slots[s, TOTAL] += rcnt[j + dc]
             new += 1
     if new:
         need = m + new
@@ -275,15 +281,17 @@ def _add_one(slots, tok, cnt, meta, s, x):
     must move is copied with the gap for x already open.
     """
     a, m = slots[s, START], slots[s, LENGTH]
-    slots[s, TOTAL] += 1
     p = a
     if m > 0:
         f = floor_index(tok, a, m, x)
         if tok[f] == x:
-            cnt[f] += 1
-            slots[s, MAXC] = max(slots[s, MAXC], np.int64(cnt[f]))
+            if cnt[f] < COUNT_MAX:
+                cnt[f] += 1
+                slots[s, TOTAL] += 1
+                slots[s, MAXC] = max(slots[s, MAXC], np.int64(cnt[f]))
             return
         p = f + 1 if tok[f] < x else f
+    slots[s, TOTAL] += 1
     c = slots[s, CAPAC]
     if m + 1 > c:
         b = meta[POOL_USED]

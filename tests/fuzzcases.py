@@ -1,0 +1,163 @@
+"""Seeded mutations of cache files, and what is done with each (run by test_fuzz.py).
+
+    python tests/fuzzcases.py BASE_DIR KIND FIRST COUNT
+
+runs cases FIRST .. FIRST+COUNT-1 of one kind (static, dynamic, lookup) in
+this process, printing ``start N`` before case N and ``done N OUTCOME`` after
+it, so that the parent can tell which case a crash or a hang happened in.
+An outcome is ``ok`` (the file worked), ``named:<Error>`` (a named error), or
+``FAIL:<what>`` (a generic exception, or a drafted token out of range).
+
+Mutations: bit flips anywhere; truncation; a header field set to an extreme
+value (header checksum recomputed); and, for native files, a section body
+overwritten with every checksum recomputed, so that only the structure checks
+and the kernels' guards stand between the damage and the model.
+"""
+
+import struct
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from hostile.mutations import forge, rehash, section
+from ngramdraft import Drafter, NgramCache, NgramdraftError, StaticCache, replay
+from ngramdraft.fileformat import SECTIONS
+
+KINDS = {"static": "static.ngd", "dynamic": "dynamic.ngd", "lookup": "lookup.bin"}
+EXTREMES = (0, 1, 2, 7, 2**31 - 1, 2**31, 2**32 - 1, 2**63 - 1, 2**64 - 1)
+# Header fields past the magic (docs/format.md): u32 at 8..27, u64 at 28..95,
+# then the section table (u64 offset, size, checksum, reserved per section).
+U32_FIELDS = (8, 12, 16, 20, 24)
+U64_FIELDS = tuple(range(28, 96, 8)) + tuple(96 + 32 * i + j for i in range(7) for j in (0, 8))
+
+
+def make_bases(directory):
+    """The three base files of a fuzz run, built from one seeded stream."""
+    rng = np.random.default_rng(7)
+    stream = np.concatenate([rng.integers(0, 40, 1500), np.tile(np.arange(40, 60), 40)])
+    stream = stream.astype(np.int32)
+    directory = Path(directory)
+    StaticCache.build(stream, directory / KINDS["static"])
+    dyn = NgramCache()
+    dyn.update(stream)
+    dyn.save(directory / KINDS["dynamic"])
+    dyn.save(directory / KINDS["lookup"], "llamacpp")
+    np.save(directory / "stream.npy", stream)
+
+
+def mutate(raw, kind, seed):
+    rng = np.random.default_rng(seed)
+    raw = bytearray(raw)
+    native = kind != "lookup"
+    how = int(rng.integers(0, 4 if native else 3))
+    if how == 0:  # bit flips
+        for _ in range(int(rng.integers(1, 9))):
+            i = int(rng.integers(0, len(raw)))
+            raw[i] ^= 1 << int(rng.integers(0, 8))
+    elif how == 1:  # truncation
+        del raw[int(rng.integers(0, len(raw))) :]
+    elif how == 2 and native:  # an extreme header field, header checksum forged
+        value = EXTREMES[int(rng.integers(0, len(EXTREMES)))]
+        if rng.random() < 0.3:
+            struct.pack_into("<I", raw, int(rng.choice(U32_FIELDS)), value & 0xFFFFFFFF)
+        else:
+            struct.pack_into("<Q", raw, int(rng.choice(U64_FIELDS)), value)
+        rehash(raw)
+    elif how == 2:  # a lookup file's word set to an extreme int32
+        words = len(raw) // 4
+        if words:
+            value = (0, 1, -1, -2, 2**31 - 1, -(2**31), 1000, 5)[int(rng.integers(0, 8))]
+            struct.pack_into("<i", raw, 4 * int(rng.integers(0, words)), value)
+    else:  # a section body overwritten, every checksum forged
+        name = str(rng.choice(SECTIONS[1:]))
+        offset, size = section(raw, name)
+        if size:
+            for _ in range(int(rng.integers(1, 6))):
+                i = offset + int(rng.integers(0, size))
+                if rng.random() < 0.5:
+                    raw[i] = int(rng.integers(0, 256))
+                else:  # a whole word, to an extreme
+                    i -= (i - offset) % 4
+                    if i + 4 <= offset + size:
+                        v = (0, -1, 2**31 - 1, -(2**31), 1, 100000)[int(rng.integers(0, 6))]
+                        struct.pack_into("<i", raw, i, v)
+        forge(raw)
+    return bytes(raw)
+
+
+class OutOfRange(Exception):
+    """A drafted token the file does not allow: the failure the fuzzer exists to find."""
+
+
+def exercise(path, kind, stream):
+    """Open, verify, draft from and replay one file; returns the named errors seen.
+
+    Each step runs whatever the one before said (verification failing does
+    not stop drafting: a caller who never verifies must be safe too). A
+    generic exception propagates; a drafted token outside the file's range
+    raises OutOfRange.
+    """
+    named = []
+
+    def step(fn):
+        try:
+            fn()
+        except NgramdraftError as e:
+            named.append(type(e).__name__)
+
+    if kind == "static":
+        cache = StaticCache.open(path)  # a named error here ends the case
+        top = cache.header.max_token
+        step(lambda: cache.verify(deep=True))
+        static, dynamic = cache, None
+    else:
+        cache = NgramCache.load(path)
+        top = cache.max_token
+        step(cache._check)
+        static, dynamic = None, cache
+
+    top = max(top, int(stream.max()))  # the context drafts the stream's own tokens too
+
+    def draft():
+        drafter = Drafter(
+            static=static, dynamic=NgramCache.from_cache(dynamic) if dynamic else None
+        )
+        for start in (0, 700, 1600):
+            drafter.start(stream[start : start + 40])
+            for i in range(3):
+                tokens = drafter.draft()
+                if len(tokens) and (tokens.min() < 0 or tokens.max() > top):
+                    raise OutOfRange(f"drafted {tokens.tolist()}, max_token {top}")
+                drafter.accept(stream[start + 40 + i : start + 41 + i])
+
+    step(draft)
+    step(lambda: replay(stream[:600], 128, 8, static=static, dynamic=dynamic))
+    return named
+
+
+def main():
+    base, kind, first, count = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+    raw = (Path(base) / KINDS[kind]).read_bytes()
+    stream = np.load(Path(base) / "stream.npy")
+    suffix = Path(KINDS[kind]).suffix
+    with tempfile.TemporaryDirectory() as tmp:
+        for case in range(first, first + count):
+            print(f"start {case}", flush=True)
+            path = Path(tmp) / f"case{suffix}"
+            path.write_bytes(mutate(raw, kind, case))
+            try:
+                named = exercise(path, kind, stream)
+                outcome = f"named:{named[0]}" if named else "ok"
+            except NgramdraftError as e:
+                outcome = f"named:{type(e).__name__}"
+            except Exception as e:  # what the test exists to find
+                outcome = f"FAIL:{type(e).__name__}: {e}"
+            print(f"done {case} {outcome}", flush=True)
+
+
+if __name__ == "__main__":
+    main()

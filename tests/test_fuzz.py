@@ -1,0 +1,100 @@
+"""Fuzz: seeded mutations of static, dynamic and llama.cpp files, each used in a child process.
+
+Every case ends in a named error or in drafting that hands out only token ids
+the file allows: never a signal, a hang, a generic exception or an
+out-of-range token. The default run tries 6,000 cases; ``pytest -m
+fuzz`` tries 24,000 (8,000 of each kind). Mutations and checks are in ``fuzzcases.py``.
+"""
+
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from fuzzcases import KINDS, make_bases
+
+HERE = Path(__file__).resolve().parent
+CASE_TIMEOUT = 20.0  # seconds without progress: a hang
+
+
+@pytest.fixture(scope="module")
+def bases(tmp_path_factory):
+    directory = tmp_path_factory.mktemp("fuzz")
+    make_bases(directory)
+    return directory
+
+
+class Worker:
+    """A child running cases [first, end) of one kind, restarted after a crash or a hang."""
+
+    def __init__(self, bases, kind, first, end):
+        self.bases, self.kind, self.next, self.end = bases, kind, first, end
+        self.outcomes = {}
+        self.last = time.monotonic()
+        self.hung = False
+
+    def run(self):
+        while self.next < self.end:
+            proc = subprocess.Popen(
+                [sys.executable, str(HERE / "fuzzcases.py"), str(self.bases), self.kind,
+                 str(self.next), str(self.end - self.next)],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.DEVNULL,
+                text=True,
+            )  # fmt: skip
+            self.last, self.hung = time.monotonic(), False
+            watchdog = threading.Thread(target=self._watch, args=(proc,), daemon=True)
+            watchdog.start()
+            for line in proc.stdout:
+                self.last = time.monotonic()
+                word, case, *rest = line.split(maxsplit=2)
+                if word == "done":
+                    self.outcomes[int(case)] = rest[0].strip()
+                    self.next = int(case) + 1
+            proc.wait()
+            if self.next < self.end:  # the child died, or hung and was killed, in this case
+                why = "hang" if self.hung else f"exit status {proc.returncode}"
+                self.outcomes[self.next] = f"FAIL:{why}"
+                self.next += 1
+
+    def _watch(self, proc):
+        while proc.poll() is None:
+            if time.monotonic() - self.last > CASE_TIMEOUT:
+                self.hung = True
+                proc.kill()
+            time.sleep(0.5)
+
+
+def run_cases(bases, n_per_kind):
+    """Outcomes by kind and case; the kinds run side by side, one child each."""
+    workers = [Worker(bases, kind, 0, n_per_kind) for kind in KINDS]
+    threads = [threading.Thread(target=w.run) for w in workers]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return {kind: w.outcomes for kind, w in zip(KINDS, workers, strict=True)}
+
+
+def _check(outcomes, n_per_kind):
+    failures = []
+    for kind, cases in outcomes.items():
+        assert len(cases) == n_per_kind, kind
+        failures += [f"{kind} case {c}: {o}" for c, o in cases.items() if o.startswith("FAIL")]
+        kinds = {o.split(":")[0] for o in cases.values()}
+        assert "named" in kinds, f"{kind}: no mutation was caught; the fuzzer mutates nothing"
+    assert not failures, "\n".join(failures[:20])
+
+
+def test_fuzz(bases):
+    n = 2000
+    _check(run_cases(bases, n), n)
+
+
+@pytest.mark.fuzz
+def test_fuzz_long(bases):
+    n = 8000
+    _check(run_cases(bases, n), n)
