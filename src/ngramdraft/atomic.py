@@ -10,11 +10,15 @@ file it replaces, or 0666 less the umask for a new one.
 
 import contextlib
 import errno
+import fcntl
 import os
 import shutil
 import stat
 import tempfile
+import time
 from pathlib import Path
+
+from .errors import LockTimeoutError
 
 _TAG = ".ngd-tmp-"
 
@@ -118,3 +122,32 @@ def spool_directory(path):
     directory = output_directory(path)
     remove_abandoned(path)
     return tempfile.TemporaryDirectory(prefix=temporary_prefix(path), dir=directory)
+
+
+@contextlib.contextmanager
+def locked(path, timeout):
+    """Hold an exclusive lock on ``path`` (a sidecar ``.<name>.lock`` file) for a read-modify-write.
+
+    Waits up to ``timeout`` seconds, then raises LockTimeoutError. The lock is
+    flock(2)'s: released by the kernel if the holder dies, so a killed writer
+    never leaves the file locked; the sidecar itself stays, empty.
+    """
+    path = Path(path)
+    lock_path = path.with_name(f".{path.name}.lock")
+    fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o666)
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise LockTimeoutError(
+                        f"{path}: another writer has held its lock ({lock_path}) for over "
+                        f"{timeout:g} s; nothing was written. Retry, or raise lock_timeout"
+                    ) from None
+                time.sleep(0.01)
+        yield
+    finally:
+        os.close(fd)  # releases the lock

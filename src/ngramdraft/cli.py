@@ -20,6 +20,7 @@ from .cache import NgramCache, file_format, file_kind
 from .corpus import TextFileSource, add_corpus_arguments, build_from_args, cache_dir, tokenize
 from .errors import InvalidParameterError, NgramdraftError
 from .replay import replay
+from .shared import format_for
 from .static import StaticCache, as_static
 from .tokenfile import RAW_SUFFIXES, TokenFile
 from .tokenizer import load_tokenizer
@@ -169,6 +170,21 @@ def _parser():
         "--memory-limit", type=parse_size, metavar="SIZE", help="target peak memory, e.g. 1G"
     )
     m.add_argument("-q", "--quiet", action="store_true", help="no progress or summary")
+    md = _subcommand(
+        sub,
+        "merge-dynamic",
+        "add up dynamic caches (llama.cpp's llama-lookup-merge)",
+        "Add up the counts of dynamic caches (native .ngd or llama.cpp lookup files) into "
+        "one, as llama.cpp's llama-lookup-merge does. The output's format follows its "
+        "suffix: .bin is a llama.cpp lookup file, anything else native.",
+        [
+            "ngramdraft merge-dynamic a.bin b.bin -o merged.bin",
+            "ngramdraft merge-dynamic server-*.ngd -o all.ngd",
+        ],
+    )
+    md.add_argument("inputs", nargs="+", metavar="CACHE", help="dynamic caches to add up")
+    md.add_argument("-o", "--output", required=True, metavar="CACHE", help="the cache to write")
+
     g = _subcommand(
         sub,
         "generate",
@@ -458,6 +474,14 @@ def cmd_merge_static(args):
     _say(args, f"{args.output}: {len(cache)} 2-grams, {cache.n_entries} entries")
 
 
+def cmd_merge_dynamic(args):
+    merged = NgramCache()
+    for path in args.inputs:
+        merged.merge(NgramCache.load(path))
+    merged.save(args.output, format_for(args.output))
+    print(f"{args.output}: {len(merged)} n-grams, {merged.n_entries} entries")
+
+
 def _say(args, text):
     if not args.quiet:
         print(text)
@@ -469,6 +493,7 @@ COMMANDS = {
     "convert": cmd_convert,
     "inspect": cmd_inspect,
     "merge-static": cmd_merge_static,
+    "merge-dynamic": cmd_merge_dynamic,
     "generate": cmd_generate,
     "serve": cmd_serve,
 }

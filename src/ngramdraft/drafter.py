@@ -6,12 +6,19 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .cache import NgramCache, as_mutable, file_format, file_kind
-from .errors import CorruptFileError, NgramdraftError, VocabularyError, WrongFileKindError
+from .cache import NgramCache, as_mutable, file_kind
+from .errors import (
+    CorruptFileError,
+    InvalidParameterError,
+    NgramdraftError,
+    VocabularyError,
+    WrongFileKindError,
+)
 from .kernels import table as T
 from .kernels.draft import draft_arrays
 from .kernels.frozen import CORRUPT, empty_frozen
 from .kernels.thresholds import NGRAM_MAX, NGRAM_MIN
+from .shared import LOCK_TIMEOUT, SharedDynamicFile
 from .static import as_static
 from .validation import as_tokens, check_int, check_ngram_range
 
@@ -47,8 +54,10 @@ class Drafter:
         The dynamic role (earlier sequences). A path is loaded if it exists
         (native ``.ngd`` or llama.cpp lookup file) and written back by
         :meth:`finish` in the same format (a new ``.bin`` path: llama.cpp).
-        Without one, the drafter keeps its own, so later sequences still
-        learn from earlier ones.
+        Many drafters, threads and processes may share one path: each save
+        merges under the file's lock, so no contribution is lost (see
+        :mod:`ngramdraft.shared`). Without one, the drafter keeps its own, so
+        later sequences still learn from earlier ones.
     n_draft : int
         The most tokens one :meth:`draft` returns (>= 1).
     ngram_min, ngram_max : int
@@ -57,6 +66,9 @@ class Drafter:
     tokenizer : name, tokenizer or identity dict, optional
         The tokenizer producing your tokens: a static cache recorded with
         another one raises TokenizerMismatchError.
+    lock_timeout : float
+        Seconds a save waits for a shared dynamic file's lock before it
+        raises LockTimeoutError (the sequence's counts then wait for the next).
     """
 
     def __init__(
@@ -68,6 +80,7 @@ class Drafter:
         ngram_max: int = 4,
         *,
         tokenizer: object = None,
+        lock_timeout: float = LOCK_TIMEOUT,
     ) -> None:
         self.n_draft = check_int(n_draft, "n_draft", 1, MAX_DRAFT)
         self.ngram_min, self.ngram_max = check_ngram_range(ngram_min, ngram_max)
@@ -76,17 +89,18 @@ class Drafter:
             self.static.check_tokenizer(tokenizer)
         self._warmup = _NO_WARMUP if self.static is None else self.static.prefault()
         self._frozen = empty_frozen() if self.static is None else self.static._frozen
-        self._save_to = None
+        self._shared = None
         if isinstance(dynamic, str | os.PathLike):
             path = Path(dynamic)
-            existing = path.exists()
-            if existing and file_kind(path) == "static":
+            if path.exists() and file_kind(path) == "static":
                 raise WrongFileKindError(
                     f"{path}: a static cache; finish() would overwrite it with a dynamic one. "
                     "Pass it as static=, and give dynamic= a file of its own"
                 )
-            self._save_to = (path, file_format(path) if existing else _format_for(path))
-        self.dynamic = as_mutable(dynamic, "dynamic")
+            self._shared = SharedDynamicFile(path, lock_timeout=lock_timeout)
+            self.dynamic = self._shared.cache
+        else:
+            self.dynamic = as_mutable(dynamic, "dynamic")
         self.context = NgramCache("context")
         self._seq = np.zeros(256, dtype=np.int32)
         self._n = 0
@@ -130,6 +144,23 @@ class Drafter:
         self._require_started()
         self._append(as_tokens(tokens, "tokens"))
 
+    def rewind(self, n: int) -> None:
+        """Remove the last ``n`` tokens and their n-grams, as if never accepted.
+
+        For an engine that rolls a sequence back (a rejected branch, an edit):
+        the context cache's counts go down exactly, in time proportional to n.
+        """
+        self._require_started()
+        if isinstance(n, bool) or not isinstance(n, int | np.integer) or not 0 <= n <= self._n:
+            raise InvalidParameterError(
+                f"cannot rewind {n!r} tokens: the sequence holds {self._n} (rewind 0 .. {self._n})"
+            )
+        t = self.context._t
+        missing = T.rewind_arrays(*t, self._seq, self._n, int(n))
+        if missing:  # the context and the sequence disagree: a bug, not bad input
+            raise AssertionError(f"rewind found {missing} counts missing from the context")
+        self._n -= int(n)
+
     def sync(self, sequence: "ArrayLike") -> None:
         """Follow an engine that hands over the whole sequence at every step.
 
@@ -170,12 +201,12 @@ class Drafter:
     def finish(self) -> None:
         """End the sequence: merge its context into the dynamic cache (and save it)."""
         self._require_started()
-        self.dynamic.merge(self.context)
-        self.context.clear()
         self._started = False
-        if self._save_to is not None:
-            path, fmt = self._save_to
-            self.dynamic.save(path, fmt)
+        if self._shared is not None:
+            self._shared.add(self.context)  # merges, then saves under the file's lock
+        else:
+            self.dynamic.merge(self.context)
+        self.context.clear()
 
     def _append(self, new):
         need = self._n + len(new)
@@ -190,7 +221,3 @@ class Drafter:
     def _require_started(self):
         if not self._started:
             raise NgramdraftError("call start(prompt_tokens) before drafting or accepting")
-
-
-def _format_for(path):
-    return "llamacpp" if path.suffix == ".bin" else "native"

@@ -64,3 +64,7 @@ class VocabularyError(TokenizerMismatchError):
 
 class ShortStreamWarning(UserWarning):
     """A replayed stream too short to hold one chunk: nothing was measured."""
+
+
+class LockTimeoutError(NgramdraftError):
+    """A shared file's lock could not be taken in time; nothing was written."""

@@ -460,6 +460,91 @@ def append_token(slots, tags, tok, cnt, meta, cand, seq, length):
 
 
 @njit(cache=True, _nrt=False)
+def rewind_arrays(slots, tags, tok, cnt, meta, cand, seq, length, n):
+    """Undo update() of seq[length-n:length] (every size): counts go down, empty parts go.
+
+    The exact inverse of counting those tokens, in O(n) probes plus the
+    length of each part touched. Returns the number of counts that were not
+    there to remove (0 unless the table and seq disagree).
+    """
+    missing = 0
+    for size in range(1, 5):
+        for i in range(max(length - n, size), length):
+            k0, k1, k2, k3 = ngram_at(seq, i, size)
+            if not _remove_one(slots, tags, tok, cnt, meta, cand, k0, k1, k2, k3, seq[i]):
+                missing += 1
+    return missing
+
+
+@njit(cache=True, _nrt=False)
+def _remove_one(slots, tags, tok, cnt, meta, cand, k0, k1, k2, k3, x):
+    """Take one count of follower x from the n-gram; False if there was none.
+
+    A part with fewer samples can pass a threshold it failed before (2 of 3
+    is 66%, 2 of 4 is not), so the cand bit is set again as after an insert.
+    """
+    h = key_hash(k0, k1, k2, k3, _SEED)
+    s = _probe(slots, tags, _pack(k0, k1), _pack(k2, k3), h)
+    if tags[s] == 0:
+        return False
+    a, m = slots[s, START], slots[s, LENGTH]
+    f = find(tok, a, m, x)
+    if f < 0:
+        return False
+    old = np.int64(cnt[f])
+    slots[s, TOTAL] -= 1
+    if old > 1:
+        cnt[f] = old - 1
+    else:
+        for i in range(f, a + m - 1):
+            tok[i] = tok[i + 1]
+            cnt[i] = cnt[i + 1]
+        slots[s, LENGTH] = m - 1
+        meta[N_ENTRIES] -= 1
+        if m == 1:  # the n-gram has no follower left: it leaves the table
+            meta[POOL_WASTE] += slots[s, CAPAC]
+            meta[N_NGRAMS] -= 1
+            _delete_row(slots, tags, s)
+            return True
+    if old == slots[s, MAXC]:
+        mx = np.int64(0)
+        for i in range(a, a + slots[s, LENGTH]):
+            mx = max(mx, np.int64(cnt[i]))
+        slots[s, MAXC] = mx
+    _mark(slots, tags, cand, s, h)
+    return True
+
+
+@njit(cache=True, _nrt=False)
+def _delete_row(slots, tags, s):
+    """Empty row s, shifting later rows of its probe run back (linear probing's deletion).
+
+    No tombstones: every row stays reachable from its home slot with no empty
+    row in between, which is what _probe relies on. Rows keep their hashes,
+    so their homes' cand bits stay right.
+    """
+    mask = tags.shape[0] - 1
+    hole = s
+    j = s
+    while True:
+        j = (j + 1) & mask
+        if tags[j] == 0:
+            break
+        k0, k1, k2, k3 = unpack_key(slots, j)
+        home = _home(tags, key_hash(k0, k1, k2, k3, _SEED))
+        # Row j may fill the hole unless its home lies cyclically in (hole, j].
+        if (home - hole - 1) & mask < (j - hole) & mask:
+            continue
+        for col in range(ROW):
+            slots[hole, col] = slots[j, col]
+        tags[hole] = tags[j]
+        hole = j
+    tags[hole] = 0
+    for col in range(ROW):
+        slots[hole, col] = 0
+
+
+@njit(cache=True, _nrt=False)
 def merge_arrays(slots, tags, tok, cnt, meta, cand, s_slots, s_tags, s_tok, s_cnt, resume):
     """Add the parts of source rows resume.. into a table's arrays, without growing it.
 

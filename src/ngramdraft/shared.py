@@ -1,0 +1,67 @@
+"""A dynamic cache file that many drafters, threads and processes add to, losing nothing.
+
+Each writer keeps what it added since its last save (``pending``). Saving
+takes the file's lock, and if another writer has replaced the file since this
+one last read or wrote it (its inode, size or time changed), reads the file
+again and adds the pending counts to it; then writes atomically and releases
+the lock. So every contribution reaches the file exactly once, whatever the
+interleaving, and each writer's cache also learns what the others saved.
+Without another writer, a save writes the in-memory cache as it is.
+"""
+
+import os
+from pathlib import Path
+
+from .atomic import locked
+from .cache import NgramCache, file_format
+
+LOCK_TIMEOUT = 30.0
+
+
+def _state(path):
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return (st.st_ino, st.st_size, st.st_mtime_ns)
+
+
+def format_for(path):
+    """The format a new dynamic file is written in: llama.cpp's for ``.bin``, else native."""
+    return "llamacpp" if Path(path).suffix == ".bin" else "native"
+
+
+class SharedDynamicFile:
+    """``cache`` (an NgramCache) backed by ``path``, which other writers may share.
+
+    ``add(cache)`` merges a finished sequence's n-grams and saves; a save that
+    cannot take the lock within ``lock_timeout`` seconds raises
+    LockTimeoutError and keeps its counts pending for the next save.
+    """
+
+    def __init__(self, path, *, lock_timeout=LOCK_TIMEOUT):
+        self.path = Path(path)
+        self.lock_timeout = lock_timeout
+        with locked(self.path, lock_timeout):
+            self._seen = _state(self.path)
+            exists = self._seen is not None
+            self.format = file_format(self.path) if exists else format_for(self.path)
+            self.cache = NgramCache.load(self.path) if exists else NgramCache()
+        self.pending = NgramCache()
+
+    def add(self, cache):
+        """Merge ``cache`` (a finished sequence's context) in, and save."""
+        self.cache.merge(cache)
+        self.pending.merge(cache)
+        self.save()
+
+    def save(self):
+        with locked(self.path, self.lock_timeout):
+            now = _state(self.path)
+            if now != self._seen:  # another writer saved: build on its file
+                current = NgramCache.load(self.path) if now is not None else NgramCache()
+                current.merge(self.pending)
+                self.cache._t = current._t  # the same object: drafters hold it
+            self.cache.save(self.path, self.format)
+            self._seen = _state(self.path)
+            self.pending.clear()
