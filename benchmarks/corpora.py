@@ -11,6 +11,8 @@ the driver checks. Tokenizer: llama3 of quicktok-v1, recorded in every cache.
 import json
 import lzma
 import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -137,3 +139,23 @@ def parity_train_25m():
 
 def summary():
     return json.loads((PARITY / "summary.json").read_text())
+
+
+def parity_static():
+    """The 25 MB parity corpus's static cache (what --quick runs draft with)."""
+    path = DATA / "static-parity25M.ngd"
+    if not path.exists():
+        DATA.mkdir(parents=True, exist_ok=True)
+        StaticCache.build(parity_train_25m(), path)
+    return StaticCache.open(path)
+
+
+def worker(script, spec):
+    """Run ``script --worker SPEC`` in a fresh process; its last stdout line, as JSON."""
+    out = subprocess.run(
+        [sys.executable, str(script), "--worker", json.dumps(spec)],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    return json.loads(out.stdout.strip().splitlines()[-1])

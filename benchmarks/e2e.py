@@ -38,7 +38,6 @@ import argparse
 import json
 import os
 import re
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -177,14 +176,7 @@ def make_drafter(name, quick):
 
 
 def static_cache(quick):
-    if quick:
-        from ngramdraft import StaticCache
-
-        path = corpora.DATA / "static-parity25M.ngd"
-        if not path.exists():
-            StaticCache.build(corpora.parity_train_25m(), path)
-        return StaticCache.open(path)
-    return corpora.static_cache(corpora.FULL_MB)[0]
+    return corpora.parity_static() if quick else corpora.static_cache(corpora.FULL_MB)[0]
 
 
 def teacher_forced(llama, draft_model, prompt, text):
@@ -296,13 +288,7 @@ def ensure_inputs(quick):
 
 
 def child(spec):
-    out = subprocess.run(
-        [sys.executable, __file__, "--worker", json.dumps(spec)],
-        check=True,
-        capture_output=True,
-        text=True,
-    )
-    return json.loads(out.stdout.strip().splitlines()[-1])
+    return corpora.worker(__file__, spec)
 
 
 def summarize(runs, workloads, rounds):

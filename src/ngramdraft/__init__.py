@@ -4,6 +4,7 @@
 """
 
 from ._version import __version__
+from .batch import BatchDrafter, UnknownSequenceError
 from .cache import Cache, NgramCache
 from .drafter import Drafter
 from .errors import (
@@ -23,6 +24,7 @@ from .replay import ReplayResult, replay
 from .static import StaticCache
 
 __all__ = [
+    "BatchDrafter",
     "Cache",
     "CacheFileError",
     "ChecksumError",
@@ -37,6 +39,7 @@ __all__ = [
     "StaticCache",
     "TokenizerMismatchError",
     "TruncatedFileError",
+    "UnknownSequenceError",
     "UnsupportedVersionError",
     "WrongFileKindError",
     "__version__",

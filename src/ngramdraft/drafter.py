@@ -14,13 +14,14 @@ from .errors import (
     VocabularyError,
     WrongFileKindError,
 )
+from .kernels import step as S
 from .kernels import table as T
-from .kernels.draft import draft_arrays
 from .kernels.frozen import CORRUPT, empty_frozen
-from .kernels.thresholds import NGRAM_MAX, NGRAM_MIN
+from .kernels.handles import frozen_handle, table_handle
+from .kernels.thresholds import NGRAM_MAX
 from .shared import LOCK_TIMEOUT, SharedDynamicFile
 from .static import as_static
-from .validation import as_tokens, check_int, check_ngram_range
+from .validation import TOKEN_MAX, as_tokens, check_int, check_ngram_range
 
 if TYPE_CHECKING:
     from numpy.typing import ArrayLike
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
     from .static import StaticCache
 
 MAX_DRAFT = 4096
+REPLY_ROOM = 256  # tokens a new sequence's context table has room for past its prompt
 
 
 class _NoWarmup:
@@ -90,7 +92,10 @@ class Drafter:
         self._warmup = _NO_WARMUP if self.static is None else self.static.prefault()
         self._frozen = empty_frozen() if self.static is None else self.static._frozen
         self._shared = None
-        if isinstance(dynamic, str | os.PathLike):
+        if isinstance(dynamic, SharedDynamicFile):  # one file shared with other drafters
+            self._shared = dynamic
+            self.dynamic = dynamic.cache
+        elif isinstance(dynamic, str | os.PathLike):
             path = Path(dynamic)
             if path.exists() and file_kind(path) == "static":
                 raise WrongFileKindError(
@@ -103,9 +108,22 @@ class Drafter:
             self.dynamic = as_mutable(dynamic, "dynamic")
         self.context = NgramCache("context")
         self._seq = np.zeros(256, dtype=np.int32)
-        self._n = 0
         self._buf = np.zeros(NGRAM_MAX + self.n_draft, dtype=np.int32)
         self._started = False
+        # The kernels' view of all of the above (kernels/step.py); _point keeps
+        # its handles on the current arrays, which these references keep alive.
+        self._state = np.zeros(S.STATE_WORDS, dtype=np.int64)
+        self._state[S.N_DRAFT : S.NMAX + 1] = (self.n_draft, self.ngram_min, self.ngram_max)
+        frozen_handle(self._frozen, self._state, S.STAT)
+        self._state[S.BUF : S.BUF + 2] = (self._buf.ctypes.data, len(self._buf))
+        self._ctx_t = self._dyn_t = None
+        self._point_seq()
+        self._point()
+
+    @property
+    def _n(self):
+        """Tokens in the sequence: the kernels keep the count, in the state."""
+        return int(self._state[S.N])
 
     @property
     def tokens(self) -> np.ndarray:
@@ -116,32 +134,40 @@ class Drafter:
         """Begin a sequence: the context cache counts the prompt's n-grams."""
         prompt = as_tokens(prompt_tokens, "prompt_tokens")
         self.context.clear()
-        self._n = 0
+        # Room for the prompt and a reply's worth of tokens at once, rather than
+        # a doubling every few tokens (each one a trip back to Python).
+        room = 4 * (len(prompt) + REPLY_ROOM)
+        self.context._t = T.reserve(self.context._t, room, room)
+        self._point()
+        self._state[S.N] = 0
         self._append(prompt)
         self._started = True
 
     def draft(self) -> np.ndarray:
         """Up to n_draft tokens (int32) the model is likely to produce next."""
-        self._require_started()
-        c, dy, f = self.context._t, self.dynamic._t, self._frozen
-        # Arrays, not the tuples holding them: numba types tuple arguments in
-        # Python, which costs more than drafting does.
-        d = draft_arrays(
-            self._seq, self._n, self.n_draft, self.ngram_min, self.ngram_max,
-            c.slots, c.tags, c.tok, c.cnt, dy.slots, dy.tags, dy.tok, dy.cnt, dy.cand,
-            f.keys, f.fuse, f.params, f.offsets, f.stats, f.tokens, f.counts, self._buf,
-        )  # fmt: skip
+        if not self._started:
+            self._require_started()
+        if self.context._t is not self._ctx_t or self.dynamic._t is not self._dyn_t:
+            self._point()
+        d = S.draft_state(self._state)
         if d == CORRUPT or self._warmup.damage is not None:
             self._warmup.wait()  # a checksum names the damage better, if it sees it
             raise CorruptFileError(
                 f"{self.static.path}: static cache damaged (see `ngramdraft inspect --verify`)"
             )
-        tail = min(self._n, NGRAM_MAX)
+        n = self._state[S.N]
+        tail = n if n < NGRAM_MAX else NGRAM_MAX
         return self._buf[tail : tail + d].copy()
 
     def accept(self, tokens: "ArrayLike") -> None:
         """Append verified tokens (accepted drafts and the model's own token)."""
-        self._require_started()
+        if not self._started:
+            self._require_started()
+        if type(tokens) is list and len(tokens) == 1 and type(tokens[0]) is int:
+            token = tokens[0]  # the commonest call, checked and passed without numpy
+            if 0 <= token <= TOKEN_MAX and self._state[S.N] < len(self._seq):
+                self._count(S.accept_token, token)
+                return
         self._append(as_tokens(tokens, "tokens"))
 
     def rewind(self, n: int) -> None:
@@ -159,7 +185,7 @@ class Drafter:
         missing = T.rewind_arrays(*t, self._seq, self._n, int(n))
         if missing:  # the context and the sequence disagree: a bug, not bad input
             raise AssertionError(f"rewind found {missing} counts missing from the context")
-        self._n -= int(n)
+        self._state[S.N] -= int(n)
 
     def sync(self, sequence: "ArrayLike") -> None:
         """Follow an engine that hands over the whole sequence at every step.
@@ -214,9 +240,31 @@ class Drafter:
             grown = np.zeros(max(need, 2 * len(self._seq)), dtype=np.int32)
             grown[: self._n] = self._seq[: self._n]
             self._seq = grown
-        self._seq[self._n : need] = new
-        self._n = need
-        self.context._t = T.update(self.context._t, self._seq, need, len(new), NGRAM_MIN, NGRAM_MAX)
+            self._point_seq()
+        self._count(S.accept_state, new)
+
+    def _count(self, kernel, new, r=None):
+        """Run an accept kernel (or go on from its status r), growing the context as it asks."""
+        if r is None:
+            r = kernel(self._state, new, 0)
+        while r >= 0:
+            self.context._t = T.grow(self.context._t, r & 3)
+            self._point()
+            r = kernel(self._state, new, r >> 2)
+
+    def _use_state(self, row):
+        """Keep the kernels' state in ``row`` (a BatchDrafter's table of states) from now on."""
+        row[:] = self._state
+        self._state = row
+
+    def _point(self):
+        """Point the state's table handles at the tables' current arrays (after growth)."""
+        self._ctx_t, self._dyn_t = self.context._t, self.dynamic._t
+        table_handle(self._ctx_t, self._state, S.CTX)
+        table_handle(self._dyn_t, self._state, S.DYN)
+
+    def _point_seq(self):
+        self._state[S.SEQ : S.SEQ + 2] = (self._seq.ctypes.data, len(self._seq))
 
     def _require_started(self):
         if not self._started:

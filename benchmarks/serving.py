@@ -1,0 +1,285 @@
+"""Serving: drafting cost per sequence-step with many concurrent sequences.
+
+    python benchmarks/serving.py [--quick] [--json]
+
+A server's loop, simulated on real text: B sequences run at once (B = 1, 8,
+64, 256), each a stretch of the held-out Gutenberg stream; a third of them
+start with one shared "system prompt". Every step drafts for all of them,
+then accepts what a model would: the drafted tokens up to the first that
+differs from the text, plus the text's next token (teacher forcing, so the
+acceptance is the replay's). A sequence that has generated its share
+finishes into the shared dynamic cache and a new one takes its place. Only
+the drafter's calls are timed: ``BatchDrafter.draft`` + ``accept`` for the
+whole batch, against one ``Drafter`` per sequence called in a Python loop;
+``finish`` (a merge into the dynamic cache) is timed apart, per sequence.
+The static cache is the 541 MB corpus's (``--quick``: the 25 MB parity one).
+
+Also measured: one Drafter's draft() + accept() of one token, the call
+pair of a plain decoding loop. Every (B, drafter) runs in a fresh process,
+interleaved over rounds; figures are medians with ranges. Results:
+benchmarks/results/<stamp>-serving.* (``--quick``: benchmarks/.data/results).
+"""
+
+import argparse
+import json
+import os
+import resource
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import corpora  # noqa: E402
+
+SIZES = (1, 8, 64, 256)
+KINDS = ("batch", "single")
+PROMPT = 128  # tokens of each sequence's own prompt
+GENERATE = 256  # tokens each sequence generates before it finishes
+SYSTEM = 256  # tokens of the shared system prompt
+
+
+def static_path(quick):
+    return (corpora.parity_static() if quick else corpora.static_cache(corpora.FULL_MB)[0]).path
+
+
+class Texts:
+    """Each new sequence: (prompt, continuation) from the next stretch of the stream."""
+
+    def __init__(self, stream):
+        self.stream = stream
+        self.at = SYSTEM
+        self.count = 0
+
+    def next(self):
+        need = PROMPT + GENERATE + 1
+        if self.at + need > len(self.stream):
+            self.at = SYSTEM
+        piece = self.stream[self.at : self.at + need]
+        self.at += need
+        self.count += 1
+        prompt = piece[:PROMPT]
+        if self.count % 3 == 0:
+            prompt = np.concatenate([self.stream[:SYSTEM], prompt])
+        return prompt, piece[PROMPT:]
+
+
+def accepted(draft, truth):
+    """Tokens a model would accept: drafts up to the first mismatch, then its own."""
+    n = 0
+    while n < len(draft) and n < len(truth) - 1 and draft[n] == truth[n]:
+        n += 1
+    return n + 1
+
+
+def run(kind, size, steps, quick):
+    from ngramdraft import BatchDrafter, Drafter, NgramCache, StaticCache
+
+    static = StaticCache.open(static_path(quick))
+    static.prefault().mapped.wait()
+    texts = Texts(corpora.test_stream(200_000))
+    shared = NgramCache()
+    timed = 0.0
+    seq_steps = 0
+    if kind == "batch":
+        drafter = BatchDrafter(static=static, dynamic=shared, max_seqs=size)
+    live = {}  # id -> [continuation, position]
+    next_id = 0
+
+    def admit():
+        nonlocal next_id
+        prompt, rest = texts.next()
+        if kind == "batch":
+            drafter.add(next_id, prompt)
+        else:
+            live_drafters[next_id] = Drafter(static=static, dynamic=shared)
+            live_drafters[next_id].start(prompt)
+        live[next_id] = [rest, 0]
+        next_id += 1
+
+    live_drafters = {}
+    for _ in range(size):
+        admit()
+    warmup = min(20, steps // 5)  # loads the compiled kernels and starts numba's threads
+    finishes = 0
+    t_finish = 0.0
+    for step in range(steps + warmup):
+        if step == warmup:
+            timed, seq_steps, finishes, t_finish = 0.0, 0, 0, 0.0
+        ids = list(live)
+        if kind == "batch":
+            t0 = time.perf_counter()
+            out, lengths = drafter.draft(ids)
+            timed += time.perf_counter() - t0
+            new = []
+            for k, i in enumerate(ids):
+                rest, pos = live[i]
+                n = accepted(out[k, : lengths[k]], rest[pos:])
+                new.append(rest[pos : pos + n])
+            t0 = time.perf_counter()
+            drafter.accept(ids, new)
+            timed += time.perf_counter() - t0
+        else:
+            new = []
+            for i in ids:
+                t0 = time.perf_counter()
+                draft = live_drafters[i].draft()
+                timed += time.perf_counter() - t0
+                rest, pos = live[i]
+                n = accepted(draft, rest[pos:])
+                tokens = rest[pos : pos + n].tolist()
+                t0 = time.perf_counter()
+                live_drafters[i].accept(tokens)
+                timed += time.perf_counter() - t0
+                new.append(tokens)
+        seq_steps += len(ids)
+        for i, tokens in zip(ids, new, strict=True):
+            live[i][1] += len(tokens)
+            if live[i][1] >= GENERATE - 1:
+                t0 = time.perf_counter()
+                if kind == "batch":
+                    drafter.finish(i)
+                else:
+                    live_drafters.pop(i).finish()
+                t_finish += time.perf_counter() - t0
+                finishes += 1
+                del live[i]
+                admit()
+    return {
+        "kind": kind,
+        "size": size,
+        "us_per_seq_step": 1e6 * timed / seq_steps,
+        "us_per_finish": 1e6 * t_finish / finishes if finishes else None,
+        "seq_steps": seq_steps,
+        "threads": _threads() if kind == "batch" and size >= 32 else 1,
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+        "dynamic_ngrams": len(shared),
+    }
+
+
+def one_token_loop(quick, steps=100_000):
+    """us per draft() + accept() of one token: a decoding loop with one Drafter."""
+    from ngramdraft import Drafter, StaticCache
+
+    static = StaticCache.open(static_path(quick))
+    static.prefault().mapped.wait()
+    stream = corpora.test_stream(steps + 2000).tolist()
+    drafter = Drafter(static=static)
+    drafter.start(stream[:1000])
+    for token in stream[1000:2000]:  # loads the compiled kernels
+        drafter.draft()
+        drafter.accept([token])
+    t0 = time.perf_counter()
+    for token in stream[2000 : 2000 + steps]:
+        drafter.draft()
+        drafter.accept([token])
+    return {"kind": "one-token", "us_per_call_pair": 1e6 * (time.perf_counter() - t0) / steps}
+
+
+def _threads():
+    import numba
+
+    return numba.get_num_threads()
+
+
+def child(spec):
+    return corpora.worker(__file__, spec)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="fewer steps, one round, 25 MB static")
+    ap.add_argument("--json", action="store_true", help="print the result as JSON")
+    ap.add_argument("--rounds", type=int, help="rounds (default 3; 1 with --quick)")
+    ap.add_argument("--worker", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.worker:
+        spec = json.loads(args.worker)
+        if spec["kind"] == "one-token":
+            print(json.dumps(one_token_loop(spec["quick"])))
+        else:
+            print(json.dumps(run(spec["kind"], spec["size"], spec["steps"], spec["quick"])))
+        return
+    corpora.QUICK = args.quick
+    static_path(args.quick)
+    rounds = args.rounds or (1 if args.quick else 3)
+    seq_steps = 20_000 if args.quick else 200_000
+    runs = []
+    t_start = time.time()
+    one_token = []
+    for r in range(rounds):
+        one_token.append(child({"kind": "one-token", "quick": args.quick})["us_per_call_pair"])
+        for size in SIZES:
+            for kind in KINDS if r % 2 == 0 else KINDS[::-1]:
+                steps = max(50, seq_steps // size)
+                out = child({"kind": kind, "size": size, "steps": steps, "quick": args.quick})
+                out["round"] = r
+                runs.append(out)
+                print(
+                    f"round {r + 1}/{rounds} B={size:<4} {kind:<6} "
+                    f"{out['us_per_seq_step']:.3f} us/seq-step",
+                    file=sys.stderr,
+                )
+    table = {}
+    for size in SIZES:
+        row = {}
+        for kind in KINDS:
+            mine = [r for r in runs if r["size"] == size and r["kind"] == kind]
+            us = [r["us_per_seq_step"] for r in mine]
+            row[kind] = {
+                "us_per_seq_step": float(np.median(us)),
+                "range": [min(us), max(us)],
+                "threads": mine[0]["threads"],
+                "peak_rss_mb": float(np.median([r["peak_rss_mb"] for r in mine])),
+            }
+        table[str(size)] = row
+    result = {
+        "static": "25 MB parity corpus" if args.quick else "541 MB Gutenberg corpus",
+        "rounds": rounds,
+        "quick": args.quick,
+        "sizes": table,
+        "one_drafter_draft_accept_us": float(np.median(one_token)),
+        "one_drafter_draft_accept_us_range": [min(one_token), max(one_token)],
+        "runs": runs,
+        "seconds": time.time() - t_start,
+    }
+    stamp = time.strftime("%Y-%m-%d-%H%M") + ("-serving-quick" if args.quick else "-serving")
+    out = corpora.results_dir() / stamp
+    out.with_suffix(".json").write_text(json.dumps(result, indent=2) + "\n")
+    md = markdown(result)
+    out.with_suffix(".md").write_text(md)
+    print(json.dumps(result, indent=2) if args.json else md)
+    print(f"results: {out}.{{json,md}} ({result['seconds']:.0f} s)", file=sys.stderr)
+
+
+def markdown(result):
+    lines = [
+        f"# Serving: static cache of the {result['static']}, {result['rounds']} round(s)",
+        "",
+        "| sequences | BatchDrafter us/seq-step (range) | threads | one Drafter each us/seq-step "
+        "(range) | ratio | peak RSS MB (batch) |",
+        "|---:|---:|---:|---:|---:|---:|",
+    ]
+    for size, row in result["sizes"].items():
+        b, s = row["batch"], row["single"]
+        lines.append(
+            f"| {size} | {b['us_per_seq_step']:.3f} ({b['range'][0]:.3f}-{b['range'][1]:.3f}) "
+            f"| {b['threads']} | {s['us_per_seq_step']:.3f} ({s['range'][0]:.3f}-"
+            f"{s['range'][1]:.3f}) | {s['us_per_seq_step'] / b['us_per_seq_step']:.1f}x "
+            f"| {b['peak_rss_mb']:.0f} |"
+        )
+    lo, hi = result["one_drafter_draft_accept_us_range"]
+    lines += [
+        "",
+        f"One Drafter, draft() + accept() of one token: "
+        f"{result['one_drafter_draft_accept_us']:.2f} us ({lo:.2f}-{hi:.2f})",
+    ]
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    os.environ.setdefault("NUMBA_NUM_THREADS", "2")
+    main()

@@ -1,0 +1,222 @@
+"""BatchDrafter: many sequences, one call per step, drafts identical to one Drafter each.
+
+A server drafts for every running sequence at each step. Each sequence is a
+:class:`~ngramdraft.Drafter` whose kernel state is one row of a shared table
+of states (kernels/step.py), so one numba call drafts for all of them,
+over the machine's threads for large batches, with the GIL released; and one
+call accepts every sequence's new tokens. Sequences share the static and the
+dynamic caches; finishing a sequence merges it into the dynamic cache (and a
+dynamic path is saved under its lock, see :mod:`ngramdraft.shared`).
+"""
+
+import itertools
+import os
+from collections.abc import Hashable, Sequence
+from typing import TYPE_CHECKING
+
+import numba
+import numpy as np
+
+from .cache import as_mutable
+from .drafter import Drafter
+from .errors import CorruptFileError, InvalidParameterError, InvalidTokensError
+from .kernels import step as S
+from .kernels.frozen import CORRUPT
+from .kernels.handles import table_handle
+from .shared import LOCK_TIMEOUT, SharedDynamicFile
+from .static import as_static
+from .validation import check_int, check_ngram_range, check_token_range
+
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike
+
+# Below this many sequences a draft call runs on one thread: starting the
+# others costs more than they save.
+PARALLEL_FROM = 32
+
+
+class UnknownSequenceError(InvalidParameterError, KeyError):
+    """A sequence id that is not active (never added, or already finished)."""
+
+    def __str__(self):
+        return self.args[0]
+
+
+class BatchDrafter:
+    """Draft for many sequences by id, exactly as one :class:`Drafter` per sequence would.
+
+    ``static``, ``dynamic``, ``n_draft``, ``ngram_min``, ``ngram_max``,
+    ``tokenizer`` and ``lock_timeout`` are Drafter's, shared by every
+    sequence. At most ``max_seqs`` sequences are active at once.
+    """
+
+    def __init__(
+        self,
+        static=None,
+        dynamic=None,
+        n_draft: int = 8,
+        ngram_min: int = 1,
+        ngram_max: int = 4,
+        max_seqs: int = 256,
+        *,
+        tokenizer: object = None,
+        lock_timeout: float = LOCK_TIMEOUT,
+    ) -> None:
+        self.max_seqs = check_int(max_seqs, "max_seqs", 1, 1 << 20)
+        check_int(n_draft, "n_draft", 1, 4096)
+        check_ngram_range(ngram_min, ngram_max)
+        static = None if static is None else as_static(static)
+        if static is not None and tokenizer is not None:
+            static.check_tokenizer(tokenizer)
+        if isinstance(dynamic, str | os.PathLike):
+            dynamic = SharedDynamicFile(dynamic, lock_timeout=lock_timeout)
+        elif not isinstance(dynamic, SharedDynamicFile):
+            dynamic = as_mutable(dynamic, "dynamic")
+        self._make = lambda: Drafter(static, dynamic, n_draft, ngram_min, ngram_max)
+        self.static = static
+        self.dynamic = dynamic.cache if isinstance(dynamic, SharedDynamicFile) else dynamic
+        self.n_draft = n_draft
+        self._states = np.zeros((self.max_seqs, S.STATE_WORDS), dtype=np.int64)
+        self._free = list(range(self.max_seqs - 1, -1, -1))
+        self._active = {}  # id -> (row, Drafter)
+        self._spare = []  # finished drafters, reused by add()
+        self._dyn_t = self.dynamic._t
+
+    def __len__(self):
+        return len(self._active)
+
+    def __contains__(self, seq_id):
+        return seq_id in self._active
+
+    def add(self, seq_id: Hashable, prompt_tokens: "ArrayLike") -> None:
+        """Start sequence ``seq_id`` with its prompt."""
+        if seq_id in self._active:
+            raise InvalidParameterError(
+                f"sequence {seq_id!r} is already active: finish() it first, or use a new id"
+            )
+        if not self._free:
+            raise InvalidParameterError(
+                f"max_seqs={self.max_seqs} sequences are active: finish() one first, or "
+                "create the BatchDrafter with a larger max_seqs"
+            )
+        drafter = self._spare.pop() if self._spare else self._make()
+        row = self._free.pop()
+        drafter._use_state(self._states[row])
+        try:
+            drafter.start(prompt_tokens)
+        except BaseException:
+            self._free.append(row)
+            self._spare.append(drafter)
+            raise
+        self._active[seq_id] = (row, drafter)
+
+    def draft(self, seq_ids: Sequence[Hashable]) -> tuple[np.ndarray, np.ndarray]:
+        """(tokens, lengths): row i holds lengths[i] drafted tokens for seq_ids[i] (int32)."""
+        rows = self._rows(seq_ids)
+        if self.dynamic._t is not self._dyn_t:  # a finish() grew the shared dynamic table
+            self._dyn_t = self.dynamic._t
+            self._states[:, S.DYN : S.DYN + 12] = table_handle(self._dyn_t)
+            for _, drafter in itertools.chain(self._active.values(), ((0, d) for d in self._spare)):
+                drafter._dyn_t = self._dyn_t
+        out = np.zeros((len(rows), self.n_draft), dtype=np.int32)
+        lengths = np.zeros(len(rows), dtype=np.int64)
+        if len(rows) >= PARALLEL_FROM:
+            S.draft_rows_parallel(self._states, rows, out, lengths, numba.get_num_threads())
+        else:
+            S.draft_rows(self._states, rows, out, lengths)
+        if len(rows) and (lengths.min() == CORRUPT or self._damaged()):
+            raise CorruptFileError(
+                f"{self.static.path}: static cache damaged (see `ngramdraft inspect --verify`)"
+            )
+        return out, lengths.astype(np.int32)
+
+    def accept(
+        self, seq_ids: Sequence[Hashable], tokens: "ArrayLike", lengths: "ArrayLike" = None
+    ) -> None:
+        """Append each sequence's verified tokens (any number per sequence).
+
+        ``tokens`` is a list of token sequences, one per id; or a 2-D array
+        whose row i holds seq_ids[i]'s tokens in its first ``lengths[i]``
+        entries (as :meth:`draft` returns them).
+        """
+        rows = self._rows(seq_ids)
+        flat, offsets = _flatten(tokens, lengths, len(rows))
+        status = np.empty(len(rows), dtype=np.int64)
+        if len(rows) >= PARALLEL_FROM:
+            S.accept_rows_parallel(
+                self._states, rows, flat, offsets, status, numba.get_num_threads()
+            )
+        else:
+            S.accept_rows(self._states, rows, flat, offsets, status)
+        for i in np.flatnonzero(status >= 0):  # a full sequence or table: grow it, go on
+            drafter = self._active[seq_ids[i]][1]
+            new = flat[offsets[i] : offsets[i + 1]]
+            if status[i] == S.NEED_SEQ:
+                drafter._append(new)
+            else:
+                drafter._count(S.accept_state, new, int(status[i]))
+
+    def rewind(self, seq_id: Hashable, n: int) -> None:
+        """Remove sequence ``seq_id``'s last n tokens, as :meth:`Drafter.rewind`."""
+        self._drafter(seq_id).rewind(n)
+
+    def finish(self, seq_id: Hashable) -> None:
+        """End sequence ``seq_id``: merge it into the dynamic cache (saved if it is a path)."""
+        drafter = self._drafter(seq_id)
+        row, _ = self._active.pop(seq_id)
+        self._free.append(row)
+        self._spare.append(drafter)
+        drafter.finish()
+
+    def tokens(self, seq_id: Hashable) -> np.ndarray:
+        """Sequence ``seq_id`` so far, a copy."""
+        return self._drafter(seq_id).tokens
+
+    def _drafter(self, seq_id):
+        try:
+            return self._active[seq_id][1]
+        except KeyError:
+            raise UnknownSequenceError(f"unknown sequence id {seq_id!r}: add() it first") from None
+
+    def _rows(self, seq_ids):
+        try:
+            rows = np.fromiter((self._active[i][0] for i in seq_ids), dtype=np.int64)
+        except KeyError as e:
+            raise UnknownSequenceError(
+                f"unknown sequence id {e.args[0]!r}: add() it first"
+            ) from None
+        if len(set(rows.tolist())) != len(rows):
+            raise InvalidParameterError("seq_ids lists a sequence twice: give each id once")
+        return rows
+
+    def _damaged(self):
+        return self.static is not None and self.static.prefault().damage is not None
+
+
+def _flatten(tokens, lengths, n):
+    """(flat int32 tokens, offsets[n + 1]) of per-sequence tokens, every id checked."""
+    if lengths is not None:
+        arr = np.asarray(tokens)
+        lengths = np.asarray(lengths, dtype=np.int64)
+        if arr.ndim != 2 or arr.shape[0] != n or lengths.shape != (n,):
+            raise InvalidTokensError(
+                f"with lengths, tokens must be a 2-D array of {n} rows and lengths {n} counts"
+            )
+        if n and (lengths.min() < 0 or lengths.max() > arr.shape[1]):
+            raise InvalidTokensError(f"lengths must be 0 .. {arr.shape[1]} (the rows' width)")
+        flat = arr[np.arange(arr.shape[1]) < lengths[:, None]]
+    else:
+        if len(tokens) != n:
+            raise InvalidTokensError(f"got {len(tokens)} token sequences for {n} seq_ids")
+        lengths = np.fromiter(map(len, tokens), dtype=np.int64, count=n)
+        if n and all(type(t) is np.ndarray and t.ndim == 1 for t in tokens):
+            flat = np.concatenate(tokens)  # arrays: joined in C, not element by element
+        else:
+            flat = np.array(list(itertools.chain.from_iterable(tokens)))
+            flat = flat if flat.size else np.zeros(0, dtype=np.int64)
+    if flat.dtype.kind not in "iu" or flat.dtype == np.bool_:
+        raise InvalidTokensError(f"tokens must be integer ids, got dtype {flat.dtype}")
+    check_token_range(flat, "tokens")
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    return np.ascontiguousarray(flat, dtype=np.int32), offsets

@@ -1,0 +1,108 @@
+"""BatchDrafter: drafts identical to one Drafter per sequence, whatever the interleaving."""
+
+import numpy as np
+import pytest
+
+from ngramdraft import (
+    BatchDrafter,
+    Drafter,
+    InvalidParameterError,
+    InvalidTokensError,
+    NgramCache,
+    StaticCache,
+    UnknownSequenceError,
+)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_batch_equals_one_drafter_per_sequence(seed, tmp_path):
+    """Seeded server simulation: adds, drafts, accepts, rewinds and finishes interleaved."""
+    rng = np.random.default_rng(seed)
+    vocab = int(rng.integers(3, 12))
+    static = StaticCache.build(rng.integers(0, vocab, 4000), tmp_path / "s.ngd")
+    shared = NgramCache()  # the single drafters share one dynamic cache, as the batch does
+    batch = BatchDrafter(static=static, n_draft=5, max_seqs=80)
+    single = {}
+    next_id = 0
+    for _ in range(120):
+        if len(single) < 70 and (not single or rng.random() < 0.3):
+            for _ in range(int(rng.integers(1, 8))):
+                prompt = rng.integers(0, vocab, int(rng.integers(0, 60))).tolist()
+                batch.add(next_id, prompt)
+                single[next_id] = Drafter(static=static, dynamic=shared, n_draft=5)
+                single[next_id].start(prompt)
+                next_id += 1
+        ids = list(single)
+        rng.shuffle(ids)
+        ids = ids[: int(rng.integers(1, len(ids) + 1))]
+        out, lengths = batch.draft(ids)
+        assert out.shape == (len(ids), 5) and out.dtype == np.int32
+        for k, i in enumerate(ids):
+            assert out[k, : lengths[k]].tolist() == single[i].draft().tolist()
+        # Accept a prefix of the draft plus one token, as a verifier would.
+        new = []
+        for k in range(len(ids)):
+            n = int(rng.integers(0, lengths[k] + 1))
+            new.append(
+                [*out[k, :n].tolist(), int(rng.integers(0, vocab))] * int(rng.integers(1, 3))
+            )
+        batch.accept(ids, new)
+        for i, tokens in zip(ids, new, strict=True):
+            single[i].accept(tokens)
+        for i in list(single):
+            r = rng.random()
+            if r < 0.05:
+                n = int(rng.integers(0, len(single[i].tokens) + 1))
+                batch.rewind(i, n)
+                single[i].rewind(n)
+            elif r < 0.12:
+                batch.finish(i)
+                single.pop(i).finish()
+        for i in single:
+            assert batch.tokens(i).tolist() == single[i].tokens.tolist()
+    for x, y in zip(batch.dynamic.arrays(), shared.arrays(), strict=True):
+        assert np.array_equal(x, y)
+
+
+def test_accept_takes_drafts_as_returned():
+    batch = BatchDrafter(n_draft=4)
+    for i in range(3):
+        batch.add(f"s{i}", [1, 2, 3, 1, 2, 3, 1, 2])
+    out, lengths = batch.draft(["s0", "s1", "s2"])
+    batch.accept(["s0", "s1", "s2"], out, lengths)
+    assert batch.tokens("s1").tolist() == [1, 2, 3, 1, 2, 3, 1, 2, *out[1, : lengths[1]]]
+
+
+def test_bad_ids_and_capacity_are_named():
+    batch = BatchDrafter(max_seqs=2)
+    batch.add("a", [1, 2])
+    with pytest.raises(InvalidParameterError, match="already active"):
+        batch.add("a", [3])
+    batch.add("b", [1])
+    with pytest.raises(InvalidParameterError, match="max_seqs=2"):
+        batch.add("c", [1])
+    with pytest.raises(UnknownSequenceError, match="'zzz'"):
+        batch.draft(["a", "zzz"])
+    with pytest.raises(InvalidParameterError, match="twice"):
+        batch.draft(["a", "a"])
+    with pytest.raises(InvalidParameterError, match="holds 2"):
+        batch.rewind("a", 3)
+    with pytest.raises(InvalidTokensError):
+        batch.accept(["a"], [[-1]])
+    with pytest.raises(InvalidTokensError, match="2 token sequences for 1"):
+        batch.accept(["a"], [[1], [2]])
+    batch.finish("a")
+    with pytest.raises(UnknownSequenceError):
+        batch.finish("a")
+    batch.add("c", [5, 6])  # a finished sequence's room is reused
+    assert len(batch) == 2 and "c" in batch and "a" not in batch
+
+
+def test_sequences_longer_than_their_buffers_grow(tmp_path):
+    batch = BatchDrafter(dynamic=tmp_path / "d.ngd")
+    batch.add(0, [1, 2, 3])
+    long = np.tile(np.arange(50), 40).tolist()
+    batch.accept([0], [long])  # past the sequence buffer and the table's first sizes
+    assert batch.tokens(0).tolist() == [1, 2, 3, *long]
+    batch.finish(0)
+    assert NgramCache.load(tmp_path / "d.ngd").followers((1, 2))[0].tolist() == [3]
