@@ -308,3 +308,21 @@ def test_the_package_declares_its_types():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         assert Drafter.draft.__annotations__["return"] is not None
+
+
+def test_a_first_run_says_it_compiles(static_file, tmp_path):
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "empty-numba-cache")}
+    cold = subprocess.run(
+        [sys.executable, "-m", "ngramdraft", "inspect", str(static_file)],
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert cold.returncode == 0 and "compiling the kernels" in cold.stderr
+    replay(PATTERN, 64, 8)  # compiles (and caches) the kernels in the usual place
+    warm = subprocess.run(
+        [sys.executable, "-m", "ngramdraft", "inspect", str(static_file)],
+        capture_output=True,
+        text=True,
+    )
+    assert warm.returncode == 0 and warm.stderr == ""

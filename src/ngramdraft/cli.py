@@ -499,12 +499,29 @@ COMMANDS = {
 }
 
 
+def kernels_compiled():
+    """Whether numba holds the drafting kernels compiled on disk (False when it cannot tell)."""
+    from .kernels.replay import replay_chunk
+
+    try:
+        return os.path.exists(replay_chunk._cache._cache_file._index_path)
+    except AttributeError:  # numba's cache layout is its own business
+        return False
+
+
 def _warn(message, category, filename, lineno, file=None, line=None):
     print(f"ngramdraft: warning: {message}", file=sys.stderr)
 
 
 def main(argv=None):
     args = _parser().parse_args(argv)
+    if not kernels_compiled():
+        print(
+            "ngramdraft: compiling the kernels, once for this installation "
+            "(about a minute; later runs load them in under a second)",
+            file=sys.stderr,
+            flush=True,
+        )
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("always")

@@ -1,7 +1,6 @@
 """Replay a token stream the way llama.cpp's lookup-stats does, and report its figures."""
 
 import os
-import sys
 import time
 import warnings
 from dataclasses import asdict, dataclass, field
@@ -96,13 +95,6 @@ def replay(
     n_ctx = check_int(n_ctx, "n_ctx", 2)
     n_draft = check_int(n_draft, "n_draft", 1, 4096)
     t0 = time.perf_counter()
-    if not quiet and not kernels_compiled():
-        print(
-            "ngramdraft: compiling the kernels, once for this installation "
-            "(about a minute; later runs load them in under a second)",
-            file=sys.stderr,
-            flush=True,
-        )
     _load_kernels(n_draft)
     t_startup = time.perf_counter() - t0
     t0 = time.perf_counter()
@@ -203,11 +195,3 @@ def _load_kernels(n_draft):
         np.zeros(2, np.int32), 0, n_draft, empty, T.new_table(), empty_frozen(),
         np.zeros(2, np.int32), buf, np.zeros(0, np.int32), np.zeros(4, np.int64),
     )  # fmt: skip
-
-
-def kernels_compiled():
-    """Whether numba holds replay's compiled kernels on disk (False when it cannot tell)."""
-    try:
-        return os.path.exists(replay_chunk._cache._cache_file._index_path)
-    except AttributeError:  # numba's cache layout is its own business; assume not
-        return False
