@@ -15,7 +15,9 @@ whole batch, against one ``Drafter`` per sequence called in a Python loop;
 The static cache is the 541 MB corpus's (``--quick``: the 25 MB parity one).
 
 Also measured: one Drafter's draft() + accept() of one token, the call
-pair of a plain decoding loop. Every (B, drafter) runs in a fresh process,
+pair of a plain decoding loop, and a long-lived dynamic cache's size over
+10 million tokens with a budget of a million n-grams, against no budget over
+one million. Every (B, drafter) runs in a fresh process,
 interleaved over rounds; figures are medians with ranges. Results:
 benchmarks/results/<stamp>-serving.* (``--quick``: benchmarks/.data/results).
 """
@@ -160,23 +162,58 @@ def run(kind, size, steps, quick):
     }
 
 
-def one_token_loop(quick, steps=100_000):
-    """us per draft() + accept() of one token: a decoding loop with one Drafter."""
+def one_token_loop(quick, steps=100_000, n_ctx=4096):
+    """us per draft() + accept() of one token: a decoding loop with one Drafter.
+
+    Sequences of n_ctx tokens (lookup-stats' chunks) follow one another, each
+    finished into the dynamic cache; start and finish are not timed.
+    """
     from ngramdraft import Drafter, StaticCache
 
     static = StaticCache.open(static_path(quick))
     static.prefault().mapped.wait()
-    stream = corpora.test_stream(steps + 2000).tolist()
+    stream = corpora.test_stream(steps + 2 * n_ctx).tolist()
     drafter = Drafter(static=static)
-    drafter.start(stream[:1000])
-    for token in stream[1000:2000]:  # loads the compiled kernels
-        drafter.draft()
-        drafter.accept([token])
+    timed = 0.0
+    for start in range(0, steps + n_ctx, n_ctx):  # the first chunk loads the kernels
+        drafter.start(stream[start : start + 64])
+        t0 = time.perf_counter()
+        for token in stream[start + 64 : start + n_ctx]:
+            drafter.draft()
+            drafter.accept([token])
+        if start:
+            timed += time.perf_counter() - t0
+        drafter.finish()
+    calls = (len(range(0, steps + n_ctx, n_ctx)) - 1) * (n_ctx - 64)
+    return {"kind": "one-token", "us_per_call_pair": 1e6 * timed / calls}
+
+
+def budget_run(n_tokens, max_ngrams, seq_len=512):
+    """A long-lived dynamic cache: sequences of seq_len tokens merged in, budgeted or not."""
+    from ngramdraft import NgramCache
+
+    tokens = corpora.prefix_tokens(max(1, n_tokens // 240_000 + 1))[:n_tokens]
+    dynamic = NgramCache(max_ngrams=max_ngrams)
+    context = NgramCache("context")
+    peak = 0
     t0 = time.perf_counter()
-    for token in stream[2000 : 2000 + steps]:
-        drafter.draft()
-        drafter.accept([token])
-    return {"kind": "one-token", "us_per_call_pair": 1e6 * (time.perf_counter() - t0) / steps}
+    for start in range(0, len(tokens), seq_len):
+        context.clear()
+        context.update(tokens[start : start + seq_len])
+        dynamic.merge(context)  # what finish() does
+        peak = max(peak, len(dynamic))
+    table_bytes = sum(a.nbytes for a in dynamic._t)
+    return {
+        "kind": "budget",
+        "max_ngrams": max_ngrams,
+        "tokens": len(tokens),
+        "peak_ngrams": peak,
+        "final_ngrams": len(dynamic),
+        "table_mb": table_bytes / 1e6,
+        "bytes_per_token": table_bytes / len(tokens),
+        "seconds": time.perf_counter() - t0,
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }
 
 
 def _threads():
@@ -198,8 +235,11 @@ def main():
     args = ap.parse_args()
     if args.worker:
         spec = json.loads(args.worker)
+        corpora.QUICK = spec.get("quick", False)
         if spec["kind"] == "one-token":
             print(json.dumps(one_token_loop(spec["quick"])))
+        elif spec["kind"] == "budget":
+            print(json.dumps(budget_run(spec["tokens"], spec["max_ngrams"])))
         else:
             print(json.dumps(run(spec["kind"], spec["size"], spec["steps"], spec["quick"])))
         return
@@ -223,6 +263,11 @@ def main():
                     f"{out['us_per_seq_step']:.3f} us/seq-step",
                     file=sys.stderr,
                 )
+    long_run = 1_000_000 if args.quick else 10_000_000
+    budgets = [
+        child({"kind": "budget", "tokens": 1_000_000, "max_ngrams": None, "quick": args.quick}),
+        child({"kind": "budget", "tokens": long_run, "max_ngrams": 1_000_000, "quick": args.quick}),
+    ]
     table = {}
     for size in SIZES:
         row = {}
@@ -241,6 +286,7 @@ def main():
         "rounds": rounds,
         "quick": args.quick,
         "sizes": table,
+        "dynamic_cache": budgets,
         "one_drafter_draft_accept_us": float(np.median(one_token)),
         "one_drafter_draft_accept_us_range": [min(one_token), max(one_token)],
         "runs": runs,
@@ -270,6 +316,18 @@ def markdown(result):
             f"| {b['threads']} | {s['us_per_seq_step']:.3f} ({s['range'][0]:.3f}-"
             f"{s['range'][1]:.3f}) | {s['us_per_seq_step'] / b['us_per_seq_step']:.1f}x "
             f"| {b['peak_rss_mb']:.0f} |"
+        )
+    lines += [
+        "",
+        "Dynamic cache over a long run (sequences of 512 tokens merged in, as finish() does):",
+        "",
+        "| budget (n-grams) | tokens | peak n-grams | final table MB | bytes per token | s |",
+        "|---:|---:|---:|---:|---:|---:|",
+    ]
+    for b in result["dynamic_cache"]:
+        lines.append(
+            f"| {b['max_ngrams'] or 'none'} | {b['tokens']:,} | {b['peak_ngrams']:,} "
+            f"| {b['table_mb']:.0f} | {b['bytes_per_token']:.0f} | {b['seconds']:.0f} |"
         )
     lo, hi = result["one_drafter_draft_accept_us_range"]
     lines += [

@@ -7,7 +7,7 @@ import threading
 import numpy as np
 import pytest
 
-from ngramdraft import Drafter, NgramCache
+from ngramdraft import Drafter, InvalidParameterError, NgramCache
 from ngramdraft.atomic import locked
 from ngramdraft.errors import LockTimeoutError
 
@@ -87,3 +87,42 @@ def test_merge_dynamic_adds_up_native_and_llama_cpp_files(tmp_path, cli):
     merged = NgramCache.load(tmp_path / "m.bin")
     tokens, counts = merged.followers((1, 2))
     assert tokens.tolist() == [3, 4] and counts.tolist() == [2, 1]
+
+
+def test_a_budget_bounds_the_dynamic_cache_by_its_stated_rule(tmp_path):
+    rng = np.random.default_rng(0)
+    budget = 500
+    drafter = Drafter(dynamic=tmp_path / "d.ngd", max_dynamic_ngrams=budget)
+    frequent = [1, 2, 3, 4] * 30  # its n-grams have the most samples: they must stay
+    for _ in range(60):
+        drafter.start(frequent + rng.integers(10, 60, 100).tolist())
+        drafter.finish()
+        assert len(drafter.dynamic) <= budget
+        drafter.dynamic._check()
+    kept = NgramCache.load(tmp_path / "d.ngd")
+    assert len(kept) <= budget
+    assert kept.followers((1, 2, 3))[0].tolist() == [4]
+
+
+def test_eviction_keeps_the_most_sampled_ngrams_shorter_first():
+    """The rule, against a naive ranking: most samples, then shorter, then smaller ids."""
+    rng = np.random.default_rng(1)
+    full = NgramCache()
+    full.update(rng.integers(0, 15, 3000))
+    budget = len(full) // 3
+    every = {ngram: (tokens.tolist(), counts.tolist()) for ngram, tokens, counts in full}
+    ranked = sorted(every, key=lambda g: (-sum(every[g][1]), len(g), g))
+    cut = NgramCache(max_ngrams=budget)
+    cut.merge(full)
+    cut._check()
+    assert {ngram for ngram, _, _ in cut} == set(ranked[: budget * 9 // 10])
+    for ngram, tokens, counts in cut:
+        assert (tokens.tolist(), counts.tolist()) == every[ngram]
+
+
+def test_budgets_that_hold_nothing_are_named():
+    for bad in (0, -5, 2.5, True):
+        with pytest.raises(InvalidParameterError, match="max_ngrams"):
+            NgramCache(max_ngrams=bad)
+    with pytest.raises(InvalidParameterError, match="its own budget"):
+        Drafter(dynamic=NgramCache(), max_dynamic_ngrams=10)

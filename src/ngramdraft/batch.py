@@ -46,8 +46,8 @@ class BatchDrafter:
     """Draft for many sequences by id, exactly as one :class:`Drafter` per sequence would.
 
     ``static``, ``dynamic``, ``n_draft``, ``ngram_min``, ``ngram_max``,
-    ``tokenizer`` and ``lock_timeout`` are Drafter's, shared by every
-    sequence. At most ``max_seqs`` sequences are active at once.
+    ``tokenizer``, ``lock_timeout`` and ``max_dynamic_ngrams`` are
+    Drafter's, shared by every sequence. At most ``max_seqs`` sequences are active at once.
     """
 
     def __init__(
@@ -61,6 +61,7 @@ class BatchDrafter:
         *,
         tokenizer: object = None,
         lock_timeout: float = LOCK_TIMEOUT,
+        max_dynamic_ngrams: int | None = None,
     ) -> None:
         self.max_seqs = check_int(max_seqs, "max_seqs", 1, 1 << 20)
         check_int(n_draft, "n_draft", 1, 4096)
@@ -69,9 +70,11 @@ class BatchDrafter:
         if static is not None and tokenizer is not None:
             static.check_tokenizer(tokenizer)
         if isinstance(dynamic, str | os.PathLike):
-            dynamic = SharedDynamicFile(dynamic, lock_timeout=lock_timeout)
+            dynamic = SharedDynamicFile(
+                dynamic, lock_timeout=lock_timeout, max_ngrams=max_dynamic_ngrams
+            )
         elif not isinstance(dynamic, SharedDynamicFile):
-            dynamic = as_mutable(dynamic, "dynamic")
+            dynamic = as_mutable(dynamic, "dynamic", max_dynamic_ngrams)
         self._make = lambda: Drafter(static, dynamic, n_draft, ngram_min, ngram_max)
         self.static = static
         self.dynamic = dynamic.cache if isinstance(dynamic, SharedDynamicFile) else dynamic

@@ -126,10 +126,17 @@ class NgramCache(Cache):
     ``ngramdraft.kernels.table``; ``_check()`` verifies its invariants.
     """
 
-    def __init__(self, role="dynamic"):
+    def __init__(self, role="dynamic", *, max_ngrams: int | None = None):
         if role not in ("context", "dynamic"):
             raise InvalidParameterError(f"role must be 'context' or 'dynamic', got {role!r}")
+        if max_ngrams is not None and (
+            isinstance(max_ngrams, bool) or not isinstance(max_ngrams, int) or max_ngrams < 1
+        ):
+            raise InvalidParameterError(
+                f"max_ngrams must be at least 1 (a budget that holds no n-gram), got {max_ngrams!r}"
+            )
         self.role = role
+        self.max_ngrams = max_ngrams
         self._t = T.new_table()
         self.path = None
         self.format = None
@@ -142,13 +149,16 @@ class NgramCache(Cache):
         return new
 
     @classmethod
-    def load(cls, path: str | os.PathLike, role: str = "dynamic") -> "NgramCache":
+    def load(
+        cls, path: str | os.PathLike, role: str = "dynamic", *, max_ngrams: int | None = None
+    ) -> "NgramCache":
         """Load a native cache file (static or dynamic) or a llama.cpp lookup file.
 
         Loading reads every byte anyway, so a native file's checksums are
         always verified, and every record is checked before the table is built.
+        With ``max_ngrams``, a larger file is cut to the budget as a merge is.
         """
-        new = cls(role)
+        new = cls(role, max_ngrams=max_ngrams)
         fmt = file_format(path)
         if fmt == "native":
             mm, header = map_file(path)
@@ -159,6 +169,8 @@ class NgramCache(Cache):
         check_cache_arrays(*arrays, where=str(path))
         new._t = T.load_sorted(new._t, *arrays)
         new.path, new.format = Path(path), fmt
+        if max_ngrams is not None and len(new) > max_ngrams:
+            new._evict()
         return new
 
     def update(
@@ -186,6 +198,25 @@ class NgramCache(Cache):
             self._t = T.load_sorted(self._t, *other.arrays())
         else:
             raise InvalidParameterError(f"can only merge a cache, got {type(other).__name__}")
+        if self.max_ngrams is not None and len(self) > self.max_ngrams:
+            self._evict()
+
+    def _evict(self):
+        """Shrink to 90% of max_ngrams, keeping the n-grams with the most samples.
+
+        The rule: n-grams rank by their total count (samples), highest first;
+        ties keep the shorter n-gram, then the smaller ids. Few-sample n-grams
+        are the ones the dynamic role's strict thresholds (2 samples and more)
+        rarely let draft, so they cost the fewest drafts. The slack of 10%
+        makes eviction a pass over the table every so many merges, not each.
+        """
+        keys, rows = T.export(self._t)
+        totals = self._t.slots[rows, T.TOTAL]
+        sizes = (keys >= 0).sum(axis=1)
+        keep = np.lexsort((*keys.T[::-1], sizes, -totals))[: max(1, self.max_ngrams * 9 // 10)]
+        keep = keep[np.lexsort(keys[keep].T[::-1])]
+        offsets, tokens, counts = T.gather(self._t, rows[keep])
+        self._t = T.load_sorted(T.new_table(), keys[keep], offsets, tokens, counts)
 
     def clear(self) -> None:
         T.clear(self._t)
@@ -253,14 +284,27 @@ def _native_arrays(mm, header):
     )
 
 
-def as_mutable(cache: "Cache | str | os.PathLike | None", role: str = "dynamic") -> "NgramCache":
-    """An NgramCache for a role that gets updated: the cache itself, or a copy of another kind."""
-    if cache is None:
-        return NgramCache(role)
+def as_mutable(
+    cache: "Cache | str | os.PathLike | None", role: str = "dynamic", max_ngrams: int | None = None
+) -> "NgramCache":
+    """An NgramCache for a role that gets updated: the cache itself, or a copy of another kind.
+
+    ``max_ngrams`` budgets a cache made here; an NgramCache given keeps its own.
+    """
     if isinstance(cache, NgramCache):
+        if max_ngrams is not None:
+            raise InvalidParameterError(
+                "this NgramCache has its own budget: create it as NgramCache(max_ngrams=...)"
+            )
         return cache
+    if cache is None:
+        return NgramCache(role, max_ngrams=max_ngrams)
     if isinstance(cache, Cache):
-        return NgramCache.from_cache(cache, role)
+        new = NgramCache(role, max_ngrams=max_ngrams)
+        new.merge(cache)
+        return new
     if isinstance(cache, str | os.PathLike):
-        return NgramCache.load(cache, role) if Path(cache).exists() else NgramCache(role)
+        if Path(cache).exists():
+            return NgramCache.load(cache, role, max_ngrams=max_ngrams)
+        return NgramCache(role, max_ngrams=max_ngrams)
     raise InvalidParameterError(f"expected a cache or a path, got {type(cache).__name__}")

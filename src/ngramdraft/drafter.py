@@ -71,6 +71,10 @@ class Drafter:
     lock_timeout : float
         Seconds a save waits for a shared dynamic file's lock before it
         raises LockTimeoutError (the sequence's counts then wait for the next).
+    max_dynamic_ngrams : int, optional
+        A budget for a long-lived dynamic cache: past it, a merge keeps the
+        n-grams with the most samples (see NgramCache). Without one the cache
+        grows as llama.cpp's does.
     """
 
     def __init__(
@@ -83,6 +87,7 @@ class Drafter:
         *,
         tokenizer: object = None,
         lock_timeout: float = LOCK_TIMEOUT,
+        max_dynamic_ngrams: int | None = None,
     ) -> None:
         self.n_draft = check_int(n_draft, "n_draft", 1, MAX_DRAFT)
         self.ngram_min, self.ngram_max = check_ngram_range(ngram_min, ngram_max)
@@ -102,10 +107,12 @@ class Drafter:
                     f"{path}: a static cache; finish() would overwrite it with a dynamic one. "
                     "Pass it as static=, and give dynamic= a file of its own"
                 )
-            self._shared = SharedDynamicFile(path, lock_timeout=lock_timeout)
+            self._shared = SharedDynamicFile(
+                path, lock_timeout=lock_timeout, max_ngrams=max_dynamic_ngrams
+            )
             self.dynamic = self._shared.cache
         else:
-            self.dynamic = as_mutable(dynamic, "dynamic")
+            self.dynamic = as_mutable(dynamic, "dynamic", max_dynamic_ngrams)
         self.context = NgramCache("context")
         self._seq = np.zeros(256, dtype=np.int32)
         self._buf = np.zeros(NGRAM_MAX + self.n_draft, dtype=np.int32)

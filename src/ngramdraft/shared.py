@@ -13,7 +13,7 @@ import os
 from pathlib import Path
 
 from .atomic import locked
-from .cache import NgramCache, file_format
+from .cache import NgramCache, as_mutable, file_format
 
 LOCK_TIMEOUT = 30.0
 
@@ -37,16 +37,17 @@ class SharedDynamicFile:
     ``add(cache)`` merges a finished sequence's n-grams and saves; a save that
     cannot take the lock within ``lock_timeout`` seconds raises
     LockTimeoutError and keeps its counts pending for the next save.
+    ``max_ngrams`` budgets the cache, and so the file (NgramCache's rule).
     """
 
-    def __init__(self, path, *, lock_timeout=LOCK_TIMEOUT):
+    def __init__(self, path, *, lock_timeout=LOCK_TIMEOUT, max_ngrams=None):
         self.path = Path(path)
         self.lock_timeout = lock_timeout
         with locked(self.path, lock_timeout):
             self._seen = _state(self.path)
             exists = self._seen is not None
             self.format = file_format(self.path) if exists else format_for(self.path)
-            self.cache = NgramCache.load(self.path) if exists else NgramCache()
+            self.cache = as_mutable(self.path, max_ngrams=max_ngrams)
         self.pending = NgramCache()
 
     def add(self, cache):
@@ -59,7 +60,7 @@ class SharedDynamicFile:
         with locked(self.path, self.lock_timeout):
             now = _state(self.path)
             if now != self._seen:  # another writer saved: build on its file
-                current = NgramCache.load(self.path) if now is not None else NgramCache()
+                current = as_mutable(self.path, max_ngrams=self.cache.max_ngrams)
                 current.merge(self.pending)
                 self.cache._t = current._t  # the same object: drafters hold it
             self.cache.save(self.path, self.format)
