@@ -22,7 +22,7 @@ burden with reference counting.
 import numpy as np
 from numba import njit
 
-from .constmap import prefetch_cells
+from .constmap import prefetch_cells, value_of
 from .frozen import (
     CORRUPT,
     DRAFTS,
@@ -32,6 +32,7 @@ from .frozen import (
     key_hash_of,
     may_draft,
 )
+from .prefetch import prefetch
 from .search import find
 from .table import (
     LENGTH,
@@ -301,6 +302,12 @@ def draft_arrays(
         if sn == CORRUPT:
             return CORRUPT
         if tok < 0 and may_draft(fuse, params, n_keys, hs):
+            # The key's stats and span offsets are requested with its key row:
+            # the three misses overlap instead of following one another.
+            i = value_of(fuse, params, n_keys, hs) & (DRAFTS - 1)
+            if i < n_keys:
+                prefetch(stats, 3 * i)
+                prefetch(offsets, i)
             key = find_key_hashed(keys, fuse, params, buf[end - 2], buf[end - 1], pad, pad, hs)
             if key >= 0:
                 tok = try_static(stats[key, 0], np.int64(stats[key, 1]), np.int64(stats[key, 2]))
