@@ -14,9 +14,10 @@ drafter would achieve on that text, and time is what the engine spends.
 
 Drafters, all called through llama-cpp-python's draft-model protocol:
 ``none``, ``lookup`` (llama-cpp-python's ``LlamaPromptLookupDecoding``, 8
-tokens), ``context`` (ngramdraft, no static cache) and ``static`` (ngramdraft
+tokens), ``context`` (ngramdraft, no static cache), ``static`` (ngramdraft
 with the Gutenberg static cache: 541 MB of text, or the 25 MB parity corpus
-with ``--quick``).
+with ``--quick``) and ``adaptive`` (``static`` with the opt-in
+``AdaptiveLength`` policy, beyond llama.cpp's rules).
 
 Workloads (each generates --tokens tokens, 2,000 by default):
 * ``open-ended``: held-out Gutenberg text after a 512-token prompt;
@@ -51,7 +52,7 @@ sys.path.insert(0, str(HERE))
 import corpora  # noqa: E402
 
 MODEL = corpora.DATA / "qwen25-05b-llama3-q8_0.gguf"
-DRAFTERS = ("none", "lookup", "context", "static")
+DRAFTERS = ("none", "lookup", "context", "static", "adaptive")
 WORKLOADS = ("open-ended", "edit", "templated")
 N_DRAFT = 8
 THREADS = 2
@@ -164,15 +165,16 @@ MAKERS = {"open-ended": open_ended, "edit": edit, "templated": templated}
 def make_drafter(name, quick):
     from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
 
-    from ngramdraft import NgramCache
+    from ngramdraft import AdaptiveLength, NgramCache
     from ngramdraft.integrations.llama_cpp import NgramDraftModel
 
     if name == "none":
         return None
     if name == "lookup":
         return LlamaPromptLookupDecoding(num_pred_tokens=N_DRAFT)
-    static = static_cache(quick) if name == "static" else None
-    return NgramDraftModel(static=static, dynamic=NgramCache(), n_draft=N_DRAFT)
+    static = static_cache(quick) if name in ("static", "adaptive") else None
+    policy = AdaptiveLength() if name == "adaptive" else None
+    return NgramDraftModel(static=static, dynamic=NgramCache(), n_draft=N_DRAFT, policy=policy)
 
 
 def static_cache(quick):
@@ -323,6 +325,7 @@ LABELS = {
     "lookup": "llama-cpp-python LlamaPromptLookupDecoding",
     "context": "ngramdraft (context only)",
     "static": "ngramdraft (+ static cache)",
+    "adaptive": "ngramdraft (+ static, opt-in AdaptiveLength)",
 }
 
 
@@ -365,10 +368,11 @@ def plot(result, path):
 
     fig, ax = plt.subplots(figsize=(8, 4))
     workloads = list(result["workloads"])
-    width = 0.2
+    width = 0.8 / len(DRAFTERS)
     for i, d in enumerate(DRAFTERS):
         speed = [result["workloads"][w][d]["speedup"] for w in workloads]
-        ax.bar(np.arange(len(workloads)) + (i - 1.5) * width, speed, width, label=LABELS[d])
+        offset = (i - (len(DRAFTERS) - 1) / 2) * width
+        ax.bar(np.arange(len(workloads)) + offset, speed, width, label=LABELS[d])
     ax.axhline(1.0, color="black", linewidth=0.8)
     ax.set_xticks(np.arange(len(workloads)), workloads)
     ax.set_ylabel("speedup over no drafting (tokens/s)")

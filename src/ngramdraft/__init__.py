@@ -20,10 +20,12 @@ from .errors import (
     UnsupportedVersionError,
     WrongFileKindError,
 )
+from .policy import AdaptiveLength
 from .replay import ReplayResult, replay
 from .static import StaticCache
 
 __all__ = [
+    "AdaptiveLength",
     "BatchDrafter",
     "Cache",
     "CacheFileError",

@@ -19,6 +19,7 @@ from .atomic import atomic_output
 from .cache import NgramCache, file_format, file_kind
 from .corpus import TextFileSource, add_corpus_arguments, build_from_args, cache_dir, tokenize
 from .errors import InvalidParameterError, NgramdraftError
+from .policy import AdaptiveLength
 from .replay import replay
 from .shared import format_for
 from .static import StaticCache, as_static
@@ -234,6 +235,12 @@ def _add_model_arguments(p):
     p.add_argument("model", metavar="MODEL.gguf", help="a GGUF model file")
     _add_cache_arguments(p, "dynamic cache: loaded if it exists, saved as sequences finish")
     p.add_argument(
+        "--adaptive",
+        action="store_true",
+        help="opt-in, beyond llama.cpp's rules: draft lengths follow the acceptance, and "
+        "drafting pauses where little is accepted (ngramdraft.policy)",
+    )
+    p.add_argument(
         "-t",
         "--threads",
         type=_positive,
@@ -272,7 +279,10 @@ def _add_cache_arguments(p, dynamic_help):
 def _draft_model(args):
     from .integrations.llama_cpp import NgramDraftModel
 
-    return NgramDraftModel(static=args.static, dynamic=args.dynamic, n_draft=args.n_draft)
+    policy = AdaptiveLength() if args.adaptive else None
+    return NgramDraftModel(
+        static=args.static, dynamic=args.dynamic, n_draft=args.n_draft, policy=policy
+    )
 
 
 def cmd_generate(args):

@@ -1,5 +1,6 @@
 """Drafter: the per-sequence object a decoding loop talks to."""
 
+import copy
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -27,10 +28,14 @@ if TYPE_CHECKING:
     from numpy.typing import ArrayLike
 
     from .cache import Cache
+    from .policy import AdaptiveLength
     from .static import StaticCache
 
 MAX_DRAFT = 4096
 REPLY_ROOM = 256  # tokens a new sequence's context table has room for past its prompt
+
+
+_NONE = np.zeros(0, dtype=np.int32)
 
 
 class _NoWarmup:
@@ -75,6 +80,10 @@ class Drafter:
         A budget for a long-lived dynamic cache: past it, a merge keeps the
         n-grams with the most samples (see NgramCache). Without one the cache
         grows as llama.cpp's does.
+    policy : AdaptiveLength, optional
+        Opt-in, beyond llama.cpp's rules: draft lengths that follow the
+        sequence's acceptance, and pauses where little is accepted (see
+        :mod:`ngramdraft.policy`). The drafter keeps its own copy.
     """
 
     def __init__(
@@ -88,6 +97,7 @@ class Drafter:
         tokenizer: object = None,
         lock_timeout: float = LOCK_TIMEOUT,
         max_dynamic_ngrams: int | None = None,
+        policy: "AdaptiveLength | None" = None,
     ) -> None:
         self.n_draft = check_int(n_draft, "n_draft", 1, MAX_DRAFT)
         self.ngram_min, self.ngram_max = check_ngram_range(ngram_min, ngram_max)
@@ -119,6 +129,8 @@ class Drafter:
         self._started = False
         # The kernels' view of all of the above (kernels/step.py); _point keeps
         # its handles on the current arrays, which these references keep alive.
+        self._policy = None if policy is None else copy.deepcopy(policy)
+        self._last = _NONE  # the last draft, while a policy waits to see it verified
         self._state = np.zeros(S.STATE_WORDS, dtype=np.int64)
         self._state[S.N_DRAFT : S.NMAX + 1] = (self.n_draft, self.ngram_min, self.ngram_max)
         frozen_handle(self._frozen, self._state, S.STAT)
@@ -149,6 +161,9 @@ class Drafter:
         self._state[S.N] = 0
         self._append(prompt)
         self._started = True
+        if self._policy is not None:
+            self._policy.start(self.n_draft)
+            self._last = _NONE
 
     def draft(self) -> np.ndarray:
         """Up to n_draft tokens (int32) the model is likely to produce next."""
@@ -156,7 +171,12 @@ class Drafter:
             self._require_started()
         if self.context._t is not self._ctx_t or self.dynamic._t is not self._dyn_t:
             self._point()
-        d = S.draft_state(self._state)
+        if self._policy is not None:
+            return self._draft_by_policy()
+        return self._drafted(S.draft_state(self._state))
+
+    def _drafted(self, d):
+        """The d drafted tokens in the buffer, a copy; or the error a damaged file deserves."""
         if d == CORRUPT or self._warmup.damage is not None:
             self._warmup.wait()  # a checksum names the damage better, if it sees it
             raise CorruptFileError(
@@ -170,6 +190,11 @@ class Drafter:
         """Append verified tokens (accepted drafts and the model's own token)."""
         if not self._started:
             self._require_started()
+        if self._policy is not None:
+            tokens = as_tokens(tokens, "tokens")
+            self._observe(tokens)
+            self._append(tokens)
+            return
         if type(tokens) is list and len(tokens) == 1 and type(tokens[0]) is int:
             token = tokens[0]  # the commonest call, checked and passed without numpy
             if 0 <= token <= TOKEN_MAX and self._state[S.N] < len(self._seq):
@@ -213,7 +238,10 @@ class Drafter:
                 and np.array_equal(arr[:n], self._seq[:n])
             ):
                 if len(arr) > n:
-                    self._append(as_tokens(arr[n:], "sequence"))
+                    new = as_tokens(arr[n:], "sequence")
+                    if self._policy is not None:
+                        self._observe(new)
+                    self._append(new)
                 return
             self.finish()
         self.start(sequence)
@@ -263,6 +291,25 @@ class Drafter:
         """Keep the kernels' state in ``row`` (a BatchDrafter's table of states) from now on."""
         row[:] = self._state
         self._state = row
+
+    def _draft_by_policy(self):
+        n = self._policy.next_length()
+        if n == 0:
+            self._last = _NONE
+            return _NONE.copy()
+        self._state[S.N_DRAFT] = n
+        d = S.draft_state(self._state)
+        self._state[S.N_DRAFT] = self.n_draft
+        self._last = self._drafted(d)
+        return self._last.copy()
+
+    def _observe(self, new):
+        """Tell the policy how much of the last draft the model accepted (new starts with it)."""
+        last, self._last = self._last, _NONE
+        if len(last):
+            m = min(len(last), len(new))
+            wrong = np.flatnonzero(last[:m] != new[:m])
+            self._policy.observe(len(last), int(wrong[0]) if len(wrong) else m)
 
     def _point(self):
         """Point the state's table handles at the tables' current arrays (after growth)."""

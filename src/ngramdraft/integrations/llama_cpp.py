@@ -76,10 +76,8 @@ class NgramDraftModel(_draft_model_base()):
     dynamic cache and starts anew.
     """
 
-    def __init__(
-        self, static=None, dynamic=None, n_draft=8, ngram_min=1, ngram_max=4, *, tokenizer=None
-    ):
-        self.drafter = Drafter(static, dynamic, n_draft, ngram_min, ngram_max, tokenizer=tokenizer)
+    def __init__(self, static=None, dynamic=None, n_draft=8, *args, **kwargs):
+        self.drafter = Drafter(static, dynamic, n_draft, *args, **kwargs)
 
     def __call__(self, input_ids, /, **kwargs):
         self.drafter.sync(input_ids)

@@ -65,17 +65,15 @@ class NgramDraft:
     """A ``custom_generate`` callable: assisted decoding with ngramdraft's candidates.
 
     Parameters are :class:`~ngramdraft.Drafter`'s (``static``, ``dynamic``,
-    ``n_draft``, ``ngram_min``, ``ngram_max``, ``tokenizer``). Each
+    ``n_draft``, ``ngram_min``, ``ngram_max``, ``tokenizer``, ``policy``). Each
     ``generate`` call is one sequence; when it returns, the sequence is merged
     into the dynamic cache (and a dynamic path is saved), so later calls learn
     from earlier ones. ``last`` is the candidate generator of the latest call
     (``n_calls``, ``n_drafted``).
     """
 
-    def __init__(
-        self, static=None, dynamic=None, n_draft=8, ngram_min=1, ngram_max=4, *, tokenizer=None
-    ):
-        self.drafter = Drafter(static, dynamic, n_draft, ngram_min, ngram_max, tokenizer=tokenizer)
+    def __init__(self, static=None, dynamic=None, n_draft=8, *args, **kwargs):
+        self.drafter = Drafter(static, dynamic, n_draft, *args, **kwargs)
         self.last = None
 
     def __call__(
