@@ -384,7 +384,7 @@ def plot(result, path):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="300 tokens, one round, 25 MB static")
+    ap.add_argument("--quick", action="store_true", help="200 tokens, one round, 25 MB static")
     ap.add_argument("--json", action="store_true", help="print the result as JSON")
     ap.add_argument("--rounds", type=int, help="rounds (default 3; 1 with --quick)")
     ap.add_argument("--tokens", type=int, help="generated tokens per workload (default 2000)")
@@ -402,7 +402,7 @@ def main():
         return
 
     rounds = args.rounds or (1 if args.quick else 3)
-    n = args.tokens or (300 if args.quick else 2000)
+    n = args.tokens or (200 if args.quick else 2000)
     t0 = time.time()
     corpora.QUICK = args.quick
     ensure_inputs(args.quick)
