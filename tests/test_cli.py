@@ -180,3 +180,20 @@ def test_missing_engine_package_is_a_one_line_error(
     status, _, err = cli(*argv)
     assert status == 1
     assert f"pip install 'ngramdraft[{extra}]'" in err and err.count("\n") == 1
+
+
+def test_only_ngramdrafts_own_warnings_become_warning_lines(cli, monkeypatch, tmp_path):
+    """A stray warning from elsewhere (an unclosed file collected mid-command) is not ours."""
+    import warnings
+
+    from ngramdraft import cli as cli_module
+    from ngramdraft.errors import NgramdraftError
+
+    def command(args):
+        warnings.warn("unclosed file", ResourceWarning, stacklevel=1)
+        raise NgramdraftError("boom")
+
+    monkeypatch.setitem(cli_module.COMMANDS, "inspect", command)
+    status, _, err = cli("inspect", tmp_path / "x.ngd")
+    assert status == 1 and err.splitlines()[-1] == "ngramdraft: error: boom"
+    assert "ngramdraft: warning" not in err

@@ -18,7 +18,7 @@ from ._version import __version__
 from .atomic import atomic_output
 from .cache import NgramCache, file_format, file_kind
 from .corpus import TextFileSource, add_corpus_arguments, build_from_args, cache_dir, tokenize
-from .errors import InvalidParameterError, NgramdraftError
+from .errors import EmptyCacheWarning, InvalidParameterError, NgramdraftError, NgramdraftWarning
 from .policy import AdaptiveLength
 from .replay import replay
 from .shared import format_for
@@ -359,6 +359,7 @@ def cmd_build_static(args):
         warnings.warn(
             f"{args.output}: the corpus has {header.n_source_tokens} tokens and no 2-gram "
             "with a follower: the cache drafts nothing (is the input empty?)",
+            EmptyCacheWarning,
             stacklevel=1,
         )
     _say(
@@ -519,8 +520,16 @@ def kernels_compiled():
         return False
 
 
-def _warn(message, category, filename, lineno, file=None, line=None):
-    print(f"ngramdraft: warning: {message}", file=sys.stderr)
+def _warn_with(show):
+    """A showwarning printing ngramdraft's own warnings as one line, others as ``show`` does."""
+
+    def warn(message, category, filename, lineno, file=None, line=None):
+        if issubclass(category, NgramdraftWarning):
+            print(f"ngramdraft: warning: {message}", file=sys.stderr)
+        else:
+            show(message, category, filename, lineno, file, line)
+
+    return warn
 
 
 def main(argv=None):
@@ -534,8 +543,8 @@ def main(argv=None):
         )
     try:
         with warnings.catch_warnings():
-            warnings.simplefilter("always")
-            warnings.showwarning = _warn
+            warnings.simplefilter("always", NgramdraftWarning)
+            warnings.showwarning = _warn_with(warnings.showwarning)
             COMMANDS[args.command](args)
     except BrokenPipeError:
         # The reader went away (`ngramdraft inspect X | head`): stop quietly, as

@@ -62,7 +62,15 @@ class VocabularyError(TokenizerMismatchError):
     """The cache holds token ids the model's vocabulary does not have."""
 
 
-class ShortStreamWarning(UserWarning):
+class NgramdraftWarning(UserWarning):
+    """Base class of the warnings ngramdraft gives (the command line prints them as one line)."""
+
+
+class EmptyCacheWarning(NgramdraftWarning):
+    """A build that found no 2-gram: the cache drafts nothing."""
+
+
+class ShortStreamWarning(NgramdraftWarning):
     """A replayed stream too short to hold one chunk: nothing was measured."""
 
 
