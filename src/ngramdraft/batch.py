@@ -10,20 +10,18 @@ dynamic path is saved under its lock, see :mod:`ngramdraft.shared`).
 """
 
 import itertools
-import os
 from collections.abc import Hashable, Sequence
 from typing import TYPE_CHECKING
 
 import numba
 import numpy as np
 
-from .cache import as_mutable
 from .drafter import Drafter
 from .errors import CorruptFileError, InvalidParameterError, InvalidTokensError
 from .kernels import step as S
 from .kernels.frozen import CORRUPT
 from .kernels.handles import table_handle
-from .shared import LOCK_TIMEOUT, SharedDynamicFile
+from .shared import LOCK_TIMEOUT, dynamic_role
 from .static import as_static
 from .validation import check_int, check_ngram_range, check_token_range
 
@@ -69,15 +67,14 @@ class BatchDrafter:
         static = None if static is None else as_static(static)
         if static is not None and tokenizer is not None:
             static.check_tokenizer(tokenizer)
-        if isinstance(dynamic, str | os.PathLike):
-            dynamic = SharedDynamicFile(
-                dynamic, lock_timeout=lock_timeout, max_ngrams=max_dynamic_ngrams
-            )
-        elif not isinstance(dynamic, SharedDynamicFile):
-            dynamic = as_mutable(dynamic, "dynamic", max_dynamic_ngrams)
-        self._make = lambda: Drafter(static, dynamic, n_draft, ngram_min, ngram_max)
+        shared, self.dynamic = dynamic_role(
+            dynamic, lock_timeout=lock_timeout, max_ngrams=max_dynamic_ngrams
+        )
+        # Every sequence's drafter shares the file (saves merge under its lock)
+        # or, without one, the in-memory cache.
+        shared_dynamic = shared or self.dynamic
+        self._make = lambda: Drafter(static, shared_dynamic, n_draft, ngram_min, ngram_max)
         self.static = static
-        self.dynamic = dynamic.cache if isinstance(dynamic, SharedDynamicFile) else dynamic
         self.n_draft = n_draft
         self._states = np.zeros((self.max_seqs, S.STATE_WORDS), dtype=np.int64)
         self._free = list(range(self.max_seqs - 1, -1, -1))

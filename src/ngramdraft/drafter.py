@@ -2,25 +2,23 @@
 
 import copy
 import os
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .cache import NgramCache, as_mutable, file_kind
+from .cache import NgramCache
 from .errors import (
     CorruptFileError,
     InvalidParameterError,
     NgramdraftError,
     VocabularyError,
-    WrongFileKindError,
 )
 from .kernels import step as S
 from .kernels import table as T
 from .kernels.frozen import CORRUPT, empty_frozen
 from .kernels.handles import frozen_handle, table_handle
 from .kernels.thresholds import NGRAM_MAX
-from .shared import LOCK_TIMEOUT, SharedDynamicFile
+from .shared import LOCK_TIMEOUT, dynamic_role
 from .static import as_static
 from .validation import TOKEN_MAX, as_tokens, check_int, check_ngram_range
 
@@ -106,23 +104,9 @@ class Drafter:
             self.static.check_tokenizer(tokenizer)
         self._warmup = _NO_WARMUP if self.static is None else self.static.prefault()
         self._frozen = empty_frozen() if self.static is None else self.static._frozen
-        self._shared = None
-        if isinstance(dynamic, SharedDynamicFile):  # one file shared with other drafters
-            self._shared = dynamic
-            self.dynamic = dynamic.cache
-        elif isinstance(dynamic, str | os.PathLike):
-            path = Path(dynamic)
-            if path.exists() and file_kind(path) == "static":
-                raise WrongFileKindError(
-                    f"{path}: a static cache; finish() would overwrite it with a dynamic one. "
-                    "Pass it as static=, and give dynamic= a file of its own"
-                )
-            self._shared = SharedDynamicFile(
-                path, lock_timeout=lock_timeout, max_ngrams=max_dynamic_ngrams
-            )
-            self.dynamic = self._shared.cache
-        else:
-            self.dynamic = as_mutable(dynamic, "dynamic", max_dynamic_ngrams)
+        self._shared, self.dynamic = dynamic_role(
+            dynamic, lock_timeout=lock_timeout, max_ngrams=max_dynamic_ngrams
+        )
         self.context = NgramCache("context")
         self._seq = np.zeros(256, dtype=np.int32)
         self._buf = np.zeros(NGRAM_MAX + self.n_draft, dtype=np.int32)

@@ -13,7 +13,8 @@ import os
 from pathlib import Path
 
 from .atomic import locked
-from .cache import NgramCache, as_mutable, file_format
+from .cache import NgramCache, as_mutable, file_format, file_kind
+from .errors import WrongFileKindError
 
 LOCK_TIMEOUT = 30.0
 
@@ -66,3 +67,23 @@ class SharedDynamicFile:
             self.cache.save(self.path, self.format)
             self._seen = _state(self.path)
             self.pending.clear()
+
+
+def dynamic_role(dynamic, *, lock_timeout=LOCK_TIMEOUT, max_ngrams=None):
+    """(SharedDynamicFile or None, NgramCache) for what a drafter was given as ``dynamic``.
+
+    A path becomes a shared file (a static cache's path is refused: saving
+    would overwrite it); a SharedDynamicFile is used as it is; anything else
+    is the in-memory cache ``as_mutable`` makes of it.
+    """
+    if isinstance(dynamic, SharedDynamicFile):
+        return dynamic, dynamic.cache
+    if isinstance(dynamic, str | os.PathLike):
+        if Path(dynamic).exists() and file_kind(dynamic) == "static":
+            raise WrongFileKindError(
+                f"{dynamic}: a static cache; finish() would overwrite it with a dynamic one. "
+                "Pass it as static=, and give dynamic= a file of its own"
+            )
+        shared = SharedDynamicFile(dynamic, lock_timeout=lock_timeout, max_ngrams=max_ngrams)
+        return shared, shared.cache
+    return None, as_mutable(dynamic, "dynamic", max_ngrams)
