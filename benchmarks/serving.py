@@ -162,6 +162,90 @@ def run(kind, size, steps, quick):
     }
 
 
+VLLM_SIZES = (8, 64, 256)
+VLLM_KINDS = ("ngramdraft-vllm", "vllm-builtin")
+MAX_MODEL_LEN = SYSTEM + PROMPT + GENERATE + 16
+
+
+def _vllm_config(size, lookup_min=None, lookup_max=None):
+    """What a proposer reads of vLLM's config, as vLLM's runner builds it."""
+    from types import SimpleNamespace as NS
+
+    return NS(
+        speculative_config=NS(
+            num_speculative_tokens=8, prompt_lookup_min=lookup_min, prompt_lookup_max=lookup_max
+        ),
+        model_config=NS(max_model_len=MAX_MODEL_LEN),
+        scheduler_config=NS(max_num_seqs=size),
+        parallel_config=NS(tensor_parallel_size=1),
+    )
+
+
+def run_vllm(kind, size, steps, quick):
+    """A vLLM step loop: the proposer sees the runner's token table, rows reused as requests end.
+
+    ``ngramdraft-vllm`` is NgramProposer with the static cache; ``vllm-builtin``
+    is vLLM's own NgramProposer (method "ngram", n-grams of 1 to 4 tokens, as
+    ngramdraft's), which looks in the request's own tokens only.
+    """
+    if kind == "vllm-builtin":
+        from vllm.v1.spec_decode.ngram_proposer import NgramProposer
+
+        proposer = NgramProposer(_vllm_config(size, 1, 4))
+        propose = proposer.propose
+        k = 8
+
+        def call(sampled, n, table):
+            return propose(k, sampled, n, table)
+    else:
+        from ngramdraft.integrations.vllm import NgramProposer
+
+        cls = type("Proposer", (NgramProposer,), {"static": str(static_path(quick))})
+        proposer = cls(_vllm_config(size))
+        proposer.batch.static.prefault().done.wait()
+        call = proposer.propose
+    texts = Texts(corpora.test_stream(200_000))
+    table = np.zeros((size, MAX_MODEL_LEN), dtype=np.int32)
+    lengths = np.zeros(size, dtype=np.int32)
+    rest = [None] * size
+    sampled = [[0]] * size
+
+    def admit(row):
+        prompt, rest[row] = texts.next()
+        table[row, : len(prompt)], lengths[row] = prompt, len(prompt)
+        sampled[row] = [int(prompt[-1])]
+
+    for row in range(size):
+        admit(row)
+    warmup = min(20, steps // 5)
+    timed, seq_steps, accepted_tokens = 0.0, 0, 0
+    for step in range(steps + warmup):
+        if step == warmup:
+            timed, seq_steps, accepted_tokens = 0.0, 0, 0
+        t0 = time.perf_counter()
+        drafts = call(sampled, lengths, table)
+        timed += time.perf_counter() - t0
+        seq_steps += size
+        for row in range(size):
+            truth = rest[row]
+            n = accepted(drafts[row], truth)
+            accepted_tokens += n - 1
+            table[row, lengths[row] : lengths[row] + n] = truth[:n]
+            lengths[row] += n
+            rest[row] = truth[n:]
+            sampled[row] = truth[:n].tolist()
+            if len(rest[row]) < 2:
+                admit(row)
+    return {
+        "kind": kind,
+        "size": size,
+        "us_per_seq_step": 1e6 * timed / seq_steps,
+        "accepted_per_seq_step": accepted_tokens / seq_steps,
+        "seq_steps": seq_steps,
+        "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }
+
+
 def one_token_loop(quick, steps=100_000, n_ctx=4096):
     """us per draft() + accept() of one token: a decoding loop with one Drafter.
 
@@ -231,12 +315,17 @@ def main():
     ap.add_argument("--quick", action="store_true", help="fewer steps, one round, 25 MB static")
     ap.add_argument("--json", action="store_true", help="print the result as JSON")
     ap.add_argument("--rounds", type=int, help="rounds (default 3; 1 with --quick)")
+    ap.add_argument(
+        "--vllm", action="store_true", help="also vLLM proposers: ngramdraft's and vLLM's own"
+    )
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
         spec = json.loads(args.worker)
         corpora.QUICK = spec.get("quick", False)
-        if spec["kind"] == "one-token":
+        if spec["kind"] in VLLM_KINDS:
+            print(json.dumps(run_vllm(spec["kind"], spec["size"], spec["steps"], spec["quick"])))
+        elif spec["kind"] == "one-token":
             print(json.dumps(one_token_loop(spec["quick"])))
         elif spec["kind"] == "budget":
             print(json.dumps(budget_run(spec["tokens"], spec["max_ngrams"])))
@@ -263,6 +352,17 @@ def main():
                     f"{out['us_per_seq_step']:.3f} us/seq-step",
                     file=sys.stderr,
                 )
+        for size in VLLM_SIZES if args.vllm else ():
+            for kind in VLLM_KINDS if r % 2 == 0 else VLLM_KINDS[::-1]:
+                steps = max(50, seq_steps // size // 4)
+                out = child({"kind": kind, "size": size, "steps": steps, "quick": args.quick})
+                out["round"] = r
+                runs.append(out)
+                print(
+                    f"round {r + 1}/{rounds} B={size:<4} {kind:<15} "
+                    f"{out['us_per_seq_step']:.3f} us/seq-step",
+                    file=sys.stderr,
+                )
     long_run = 1_000_000 if args.quick else 10_000_000
     budgets = [
         child({"kind": "budget", "tokens": 1_000_000, "max_ngrams": None, "quick": args.quick}),
@@ -281,11 +381,26 @@ def main():
                 "peak_rss_mb": float(np.median([r["peak_rss_mb"] for r in mine])),
             }
         table[str(size)] = row
+    vllm = {}
+    for size in VLLM_SIZES if args.vllm else ():
+        row = {}
+        for kind in VLLM_KINDS:
+            mine = [r for r in runs if r["size"] == size and r["kind"] == kind]
+            us = [r["us_per_seq_step"] for r in mine]
+            row[kind] = {
+                "us_per_seq_step": float(np.median(us)),
+                "range": [min(us), max(us)],
+                "accepted_per_seq_step": float(
+                    np.median([r["accepted_per_seq_step"] for r in mine])
+                ),
+            }
+        vllm[str(size)] = row
     result = {
         "static": "25 MB parity corpus" if args.quick else "541 MB Gutenberg corpus",
         "rounds": rounds,
         "quick": args.quick,
         "sizes": table,
+        "vllm_proposers": vllm,
         "dynamic_cache": budgets,
         "one_drafter_draft_accept_us": float(np.median(one_token)),
         "one_drafter_draft_accept_us_range": [min(one_token), max(one_token)],
@@ -317,6 +432,22 @@ def markdown(result):
             f"{s['range'][1]:.3f}) | {s['us_per_seq_step'] / b['us_per_seq_step']:.1f}x "
             f"| {b['peak_rss_mb']:.0f} |"
         )
+    if result.get("vllm_proposers"):
+        lines += [
+            "",
+            "vLLM proposers, us per sequence-step of propose() (range) and drafted tokens "
+            "accepted per sequence-step:",
+            "",
+            "| sequences | ngramdraft NgramProposer | accepted | vLLM's NgramProposer | accepted |",
+            "|---:|---:|---:|---:|---:|",
+        ]
+        for size, row in result["vllm_proposers"].items():
+            a, b = row["ngramdraft-vllm"], row["vllm-builtin"]
+            lines.append(
+                f"| {size} | {a['us_per_seq_step']:.2f} ({a['range'][0]:.2f}-{a['range'][1]:.2f}) "
+                f"| {a['accepted_per_seq_step']:.2f} | {b['us_per_seq_step']:.2f} "
+                f"({b['range'][0]:.2f}-{b['range'][1]:.2f}) | {b['accepted_per_seq_step']:.2f} |"
+            )
     lines += [
         "",
         "Dynamic cache over a long run (sequences of 512 tokens merged in, as finish() does):",

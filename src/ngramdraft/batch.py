@@ -113,17 +113,19 @@ class BatchDrafter:
     def draft(self, seq_ids: Sequence[Hashable]) -> tuple[np.ndarray, np.ndarray]:
         """(tokens, lengths): row i holds lengths[i] drafted tokens for seq_ids[i] (int32)."""
         rows = self._rows(seq_ids)
-        if self.dynamic._t is not self._dyn_t:  # a finish() grew the shared dynamic table
-            self._dyn_t = self.dynamic._t
-            self._states[:, S.DYN : S.DYN + 12] = table_handle(self._dyn_t)
-            for _, drafter in itertools.chain(self._active.values(), ((0, d) for d in self._spare)):
-                drafter._dyn_t = self._dyn_t
         out = np.zeros((len(rows), self.n_draft), dtype=np.int32)
         lengths = np.zeros(len(rows), dtype=np.int64)
-        if len(rows) >= PARALLEL_FROM:
-            S.draft_rows_parallel(self._states, rows, out, lengths, numba.get_num_threads())
-        else:
-            S.draft_rows(self._states, rows, out, lengths)
+        with self.dynamic.lock:  # no merge from another thread while the kernels read it
+            if self.dynamic._t is not self._dyn_t:  # a finish() grew the shared dynamic table
+                self._dyn_t = self.dynamic._t
+                self._states[:, S.DYN : S.DYN + 12] = table_handle(self._dyn_t)
+                drafters = itertools.chain(self._active.values(), ((0, d) for d in self._spare))
+                for _, drafter in drafters:
+                    drafter._dyn_t = self._dyn_t
+            if len(rows) >= PARALLEL_FROM:
+                S.draft_rows_parallel(self._states, rows, out, lengths, numba.get_num_threads())
+            else:
+                S.draft_rows(self._states, rows, out, lengths)
         if len(rows) and (lengths.min() == CORRUPT or self._damaged()):
             raise CorruptFileError(
                 f"{self.static.path}: static cache damaged (see `ngramdraft inspect --verify`)"
@@ -148,13 +150,62 @@ class BatchDrafter:
             )
         else:
             S.accept_rows(self._states, rows, flat, offsets, status)
-        for i in np.flatnonzero(status >= 0):  # a full sequence or table: grow it, go on
+        self._grow_and_go_on(seq_ids, status, lambda i: flat[offsets[i] : offsets[i + 1]])
+
+    def sync(
+        self,
+        seq_ids: Sequence[Hashable],
+        token_ids: np.ndarray,
+        lengths: "ArrayLike",
+        rows: "ArrayLike" = None,
+    ) -> np.ndarray:
+        """Follow sequences an engine hands over whole, as :meth:`Drafter.sync` does for one.
+
+        ``token_ids`` is the engine's 2-D int32 token table: seq_ids[i]'s
+        sequence is ``token_ids[rows[i], :lengths[i]]`` (rows default to
+        0, 1, ...). Where that extends what the drafter holds, the new tokens
+        are accepted. Returns a bool array, True where it does not (another
+        sequence, an edited one, or a negative id): those are left as they
+        were, for the caller to finish or match elsewhere.
+        """
+        ids = self._rows(seq_ids)
+        token_ids = np.asarray(token_ids)
+        if token_ids.ndim != 2 or token_ids.dtype != np.int32:
+            raise InvalidTokensError(
+                f"token_ids must be a 2-D int32 array, got {token_ids.ndim}-D {token_ids.dtype}"
+            )
+        token_ids = np.ascontiguousarray(token_ids)
+        rows = np.arange(len(ids)) if rows is None else np.asarray(rows, dtype=np.int64)
+        lengths = np.asarray(lengths, dtype=np.int64)
+        if rows.shape != ids.shape or lengths.shape != ids.shape:
+            raise InvalidParameterError(f"rows and lengths must hold {len(ids)} values each")
+        if len(ids) and (rows.min() < 0 or rows.max() >= len(token_ids)):
+            raise InvalidParameterError(f"rows must be 0 .. {len(token_ids) - 1}")
+        if len(ids) and (lengths.min() < 0 or lengths.max() > token_ids.shape[1]):
+            raise InvalidParameterError(f"lengths must be 0 .. {token_ids.shape[1]}")
+        status = np.empty(len(ids), dtype=np.int64)
+        if len(ids) >= PARALLEL_FROM:
+            args = (self._states, ids, token_ids, rows, lengths, status)
+            S.sync_rows_parallel(*args, numba.get_num_threads())
+        else:
+            S.sync_rows(self._states, ids, token_ids, rows, lengths, status)
+        mismatch = status == S.MISMATCH
+        status[mismatch] = -1
+
+        def new_tokens(i):
+            return token_ids[rows[i], self._states[ids[i], S.N] : lengths[i]]
+
+        self._grow_and_go_on(seq_ids, status, new_tokens)
+        return mismatch
+
+    def _grow_and_go_on(self, seq_ids, status, new_tokens):
+        """Finish the accepts that stopped for room: a full sequence or context table."""
+        for i in np.flatnonzero(status >= 0):
             drafter = self._active[seq_ids[i]][1]
-            new = flat[offsets[i] : offsets[i + 1]]
             if status[i] == S.NEED_SEQ:
-                drafter._append(new)
+                drafter._append(new_tokens(i))
             else:
-                drafter._count(S.accept_state, new, int(status[i]))
+                drafter._count(S.accept_state, new_tokens(i), int(status[i]))
 
     def rewind(self, seq_id: Hashable, n: int) -> None:
         """Remove sequence ``seq_id``'s last n tokens, as :meth:`Drafter.rewind`."""

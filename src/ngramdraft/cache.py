@@ -2,6 +2,7 @@
 
 import abc
 import os
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -124,6 +125,17 @@ class NgramCache(Cache):
     Fills the context role (the current sequence) and the dynamic role (earlier
     sequences). Storage is a numba hash table over compact arrays, described in
     ``ngramdraft.kernels.table``; ``_check()`` verifies its invariants.
+
+    Threads may share one cache: a lock (``lock``, reentrant) guards it. Every
+    method here holds it, and a drafter holds it for each draft (one kernel
+    call, about a microsecond), so a merge in one thread never changes the
+    table under a draft in another; a draft sees the cache before the merge or
+    after it, never between. A lock rather than copy on write: a merge of one
+    finished sequence touches a few parts of the table, where a copy would
+    move all of it (128 bytes per n-gram and more) at every ``finish()``.
+    Drafts from drafters sharing a cache therefore run one at a time; a server
+    drafting for many sequences at once uses one BatchDrafter, which holds the
+    lock once per step and drafts over all threads inside it.
     """
 
     def __init__(self, role="dynamic", *, max_ngrams: int | None = None):
@@ -137,6 +149,7 @@ class NgramCache(Cache):
             )
         self.role = role
         self.max_ngrams = max_ngrams
+        self.lock = threading.RLock()
         self._t = T.new_table()
         self.path = None
         self.format = None
@@ -188,18 +201,29 @@ class NgramCache(Cache):
         tokens = as_tokens(tokens)
         nnew = len(tokens) if nnew is None else check_int(nnew, "nnew", 0, len(tokens))
         ngram_min, ngram_max = check_ngram_range(ngram_min, ngram_max)
-        self._t = T.update(self._t, tokens, len(tokens), nnew, ngram_min, ngram_max)
+        with self.lock:
+            self._t = T.update(self._t, tokens, len(tokens), nnew, ngram_min, ngram_max)
 
     def merge(self, other: Cache) -> None:
         """Add every (n-gram, follower, count) of another cache (counts add up)."""
-        if isinstance(other, NgramCache):
-            self._t = T.merge(self._t, other._t)
-        elif isinstance(other, Cache):
-            self._t = T.load_sorted(self._t, *other.arrays())
-        else:
+        if not isinstance(other, Cache):
             raise InvalidParameterError(f"can only merge a cache, got {type(other).__name__}")
-        if self.max_ngrams is not None and len(self) > self.max_ngrams:
-            self._evict()
+        if other is self:
+            source = None  # T.merge reads a copy of a table merged into itself
+        elif isinstance(other, NgramCache):
+            # A snapshot taken under the other's lock alone: holding both at
+            # once could deadlock against a merge the other way round.
+            with other.lock:
+                source = T.Table(*(a.copy() for a in other._t))
+        else:
+            keys, offsets, tokens, counts = other.arrays()
+        with self.lock:
+            if isinstance(other, NgramCache):
+                self._t = T.merge(self._t, self._t if source is None else source)
+            else:
+                self._t = T.load_sorted(self._t, keys, offsets, tokens, counts)
+            if self.max_ngrams is not None and len(self) > self.max_ngrams:
+                self._evict()
 
     def _evict(self):
         """Shrink to 90% of max_ngrams, keeping the n-grams with the most samples.
@@ -219,7 +243,13 @@ class NgramCache(Cache):
         self._t = T.load_sorted(T.new_table(), keys[keep], offsets, tokens, counts)
 
     def clear(self) -> None:
-        T.clear(self._t)
+        with self.lock:
+            T.clear(self._t)
+
+    def _replace(self, other: "NgramCache") -> None:
+        """Take ``other``'s n-grams in place of this cache's (drafters holding it see them)."""
+        with self.lock:
+            self._t = other._t
 
     def __len__(self):
         return int(self._t.meta[T.N_NGRAMS])
@@ -229,16 +259,20 @@ class NgramCache(Cache):
         return int(self._t.meta[T.N_ENTRIES])
 
     def followers(self, ngram):
-        s = T.lookup(self._t.slots, self._t.tags, *check_ngram(ngram))
-        if s < 0:
-            return np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.int32)
-        a, n = self._t.slots[s, T.START], self._t.slots[s, T.LENGTH]
-        return self._t.tok[a : a + n].copy(), self._t.cnt[a : a + n].copy()
+        k = check_ngram(ngram)
+        with self.lock:
+            t = self._t
+            s = T.lookup(t.slots, t.tags, *k)
+            if s < 0:
+                return np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.int32)
+            a, n = t.slots[s, T.START], t.slots[s, T.LENGTH]
+            return t.tok[a : a + n].copy(), t.cnt[a : a + n].copy()
 
     def arrays(self):
-        keys, rows = T.export(self._t)
-        order = np.lexsort(keys.T[::-1])
-        offsets, tokens, counts = T.gather(self._t, rows[order])
+        with self.lock:
+            keys, rows = T.export(self._t)
+            order = np.lexsort(keys.T[::-1])
+            offsets, tokens, counts = T.gather(self._t, rows[order])
         return keys[order], offsets, tokens, counts
 
     def _save_native(self, path):
@@ -267,9 +301,19 @@ class NgramCache(Cache):
         }
         write_file(path, header, sections)
 
+    def __getstate__(self):
+        state = self.__dict__.copy()
+        del state["lock"]  # a lock belongs to one process's threads
+        return state
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+        self.lock = threading.RLock()
+
     def _check(self):
         """Verify every invariant of the table; raises AssertionError naming the slot."""
-        bad = T.check(self._t)
+        with self.lock:
+            bad = T.check(self._t)
         if bad >= 0:
             raise AssertionError(f"NgramCache invariant broken at slot {bad}")
 

@@ -153,11 +153,15 @@ class Drafter:
         """Up to n_draft tokens (int32) the model is likely to produce next."""
         if not self._started:
             self._require_started()
-        if self.context._t is not self._ctx_t or self.dynamic._t is not self._dyn_t:
-            self._point()
-        if self._policy is not None:
-            return self._draft_by_policy()
-        return self._drafted(S.draft_state(self._state))
+        # The dynamic cache may be shared with other threads: its lock keeps
+        # merges out while the kernel reads it (NgramCache).
+        with self.dynamic.lock:
+            if self.context._t is not self._ctx_t or self.dynamic._t is not self._dyn_t:
+                self._point()
+            if self._policy is not None:
+                return self._draft_by_policy()
+            d = S.draft_state(self._state)
+        return self._drafted(d)
 
     def _drafted(self, d):
         """The d drafted tokens in the buffer, a copy; or the error a damaged file deserves."""

@@ -7,9 +7,14 @@ again and adds the pending counts to it; then writes atomically and releases
 the lock. So every contribution reaches the file exactly once, whatever the
 interleaving, and each writer's cache also learns what the others saved.
 Without another writer, a save writes the in-memory cache as it is.
+
+Threads that share one SharedDynamicFile (a BatchDrafter's sequences do)
+save one at a time, under a lock of its own; the cache's own lock is held
+only while its table changes, so drafts go on while a save writes the file.
 """
 
 import os
+import threading
 from pathlib import Path
 
 from .atomic import locked
@@ -50,20 +55,26 @@ class SharedDynamicFile:
             self.format = file_format(self.path) if exists else format_for(self.path)
             self.cache = as_mutable(self.path, max_ngrams=max_ngrams)
         self.pending = NgramCache()
+        self._writing = threading.Lock()
 
     def add(self, cache):
         """Merge ``cache`` (a finished sequence's context) in, and save."""
-        self.cache.merge(cache)
-        self.pending.merge(cache)
-        self.save()
+        with self._writing:
+            self.cache.merge(cache)
+            self.pending.merge(cache)
+            self._save()
 
     def save(self):
+        with self._writing:
+            self._save()
+
+    def _save(self):
         with locked(self.path, self.lock_timeout):
             now = _state(self.path)
             if now != self._seen:  # another writer saved: build on its file
                 current = as_mutable(self.path, max_ngrams=self.cache.max_ngrams)
                 current.merge(self.pending)
-                self.cache._t = current._t  # the same object: drafters hold it
+                self.cache._replace(current)  # the same object: drafters hold it
             self.cache.save(self.path, self.format)
             self._seen = _state(self.path)
             self.pending.clear()

@@ -173,3 +173,59 @@ def accept_rows_parallel(states, rows, tokens, offsets, status, n_threads):
     for t in prange(n_threads):
         lo, hi = n * t // n_threads, n * (t + 1) // n_threads
         _accept_span(states, rows, tokens, offsets, status, lo, hi)
+
+
+MISMATCH = 4  # a sync status: the row does not extend the sequence (or holds a negative id)
+
+
+@njit(cache=True, inline="always")
+def _extends(seq, n, row, m):
+    """Whether row[:m] starts with seq[:n] and its other ids are all >= 0."""
+    if m < n:
+        return False
+    # Branch-free reductions that LLVM vectorizes: most rows do match.
+    differ = np.int32(0)
+    for j in range(n):
+        differ |= seq[j] ^ row[j]
+    sign = np.int32(0)
+    for j in range(n, m):
+        sign |= row[j]
+    return differ == 0 and sign >= 0
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _sync_span(states, rows, token_ids, sources, lengths, status, lo, hi):
+    for i in range(lo, hi):
+        state = states[rows[i]]
+        n, m = state[N], lengths[i]
+        row = token_ids[sources[i]]
+        if not _extends(_int32s(state, SEQ), n, row, m):
+            status[i] = MISMATCH
+        elif m == n:
+            status[i] = -1
+        elif m > state[SEQ + 1]:
+            status[i] = NEED_SEQ
+        else:
+            status[i] = accept_state(state, row[n:m], 0)
+
+
+@njit(cache=True, nogil=True)
+def sync_rows(states, rows, token_ids, sources, lengths, status):
+    """Follow whole sequences: token_ids[sources[i], :lengths[i]] for states[rows[i]].
+
+    A row that extends its state's sequence has its new tokens accepted
+    (status as accept_rows); one that does not, or whose new tokens include a
+    negative id, gets MISMATCH and its state is left as it was. The known
+    prefix is compared whole: rows that carry no identity but their content
+    have no cheaper exact test.
+    """
+    _sync_span(states, rows, token_ids, sources, lengths, status, 0, rows.shape[0])
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def sync_rows_parallel(states, rows, token_ids, sources, lengths, status, n_threads):
+    """sync_rows over n_threads threads, a contiguous share of rows each (rows distinct)."""
+    n = rows.shape[0]
+    for t in prange(n_threads):
+        lo, hi = n * t // n_threads, n * (t + 1) // n_threads
+        _sync_span(states, rows, token_ids, sources, lengths, status, lo, hi)

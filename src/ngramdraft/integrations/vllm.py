@@ -1,0 +1,183 @@
+"""vLLM: ngramdraft as a speculative proposer (``method: custom_class``).
+
+::
+
+    LLM(model, speculative_config={
+        "method": "custom_class",
+        "model": "ngramdraft.integrations.vllm.NgramProposer",
+        "num_speculative_tokens": 8,
+    })
+
+vLLM builds the class with its ``VllmConfig`` and calls, after every step,
+``propose(sampled_token_ids, num_tokens_no_spec, token_ids_cpu)``: row i of
+the input batch holds a request's whole sequence in
+``token_ids_cpu[i, :num_tokens_no_spec[i]]`` and ``sampled_token_ids[i]``
+the tokens it just accepted (empty while its prompt is still being filled
+in). The rows carry no request ids, and vLLM packs them again whenever a
+request ends, so :class:`NgramProposer` follows requests by content: a row
+that extends the sequence it held last step accepts the new tokens; any
+other row is matched against the sequences that lost their row (a request
+moved by the packing), or else starts a new sequence. A sequence that no row
+continues has ended and is finished into the dynamic cache. The drafts are
+:class:`~ngramdraft.BatchDrafter`'s, so each is exactly llama.cpp's draft
+for that request's tokens.
+
+Configuration: vLLM passes nothing but its own config, so the caches come
+from class attributes (subclass it in a module of yours and name that
+class) or from the environment (``NGRAMDRAFT_STATIC``, ``NGRAMDRAFT_DYNAMIC``;
+both are read in vLLM's worker process, which inherits them):
+
+    class MyProposer(NgramProposer):
+        static = "wiki.ngd"
+        dynamic = "requests.ngd"
+
+A preempted request that vLLM resumes later comes back as a new sequence,
+so the part before its preemption is counted into the dynamic cache twice.
+
+Needs ``pip install 'ngramdraft[vllm]'``.
+"""
+
+import atexit
+import os
+import time
+from collections import defaultdict
+
+import numpy as np
+
+from ..batch import BatchDrafter
+from ..errors import NgramdraftError
+
+PREFIX = 4  # tokens of a sequence's start that index the sequences without a row
+
+
+class NgramProposer:
+    """Prompt-lookup drafts for vLLM's ``custom_class`` speculative method, llama.cpp's rules.
+
+    Class attributes, for a subclass to set: ``static`` and ``dynamic``
+    (paths or caches, as for :class:`~ngramdraft.Drafter`; default from
+    ``NGRAMDRAFT_STATIC`` / ``NGRAMDRAFT_DYNAMIC``), ``ngram_min``,
+    ``ngram_max``, ``max_dynamic_ngrams``. ``n_draft`` is vLLM's
+    ``num_speculative_tokens``, and up to vLLM's ``max_num_seqs`` requests
+    are followed at once.
+
+    ``stats`` holds the calls, the seconds spent in them and the sequences
+    started and finished, for reporting the proposer's cost per step.
+    """
+
+    static = None
+    dynamic = None
+    ngram_min = 1
+    ngram_max = 4
+    max_dynamic_ngrams = None
+
+    def __init__(self, vllm_config):
+        spec = vllm_config.speculative_config
+        self.n_draft = spec.num_speculative_tokens
+        self.max_model_len = vllm_config.model_config.max_model_len
+        max_seqs = vllm_config.scheduler_config.max_num_seqs
+        self.batch = BatchDrafter(
+            static=self.static or os.environ.get("NGRAMDRAFT_STATIC") or None,
+            dynamic=self.dynamic or os.environ.get("NGRAMDRAFT_DYNAMIC") or None,
+            n_draft=self.n_draft,
+            ngram_min=self.ngram_min,
+            ngram_max=self.ngram_max,
+            max_seqs=max_seqs,
+            max_dynamic_ngrams=self.max_dynamic_ngrams,
+        )
+        self._row_ids = [None] * max_seqs  # the sequence each batch row held last step
+        self._next_id = 0
+        self.stats = {"calls": 0, "seconds": 0.0, "started": 0, "finished": 0, "drafted": 0}
+        # vLLM never says a request ended but by dropping its row at the next
+        # step: the last requests reach the dynamic cache when the process ends.
+        atexit.register(self.close)
+
+    def load_model(self, *args, **kwargs):
+        """vLLM's CPU runner loads every proposer's model: this one has none."""
+
+    def close(self):
+        """Finish every sequence still followed into the dynamic cache (saved if a path)."""
+        for seq_id in {s for s in self._row_ids if s is not None}:
+            self.batch.finish(seq_id)
+            self.stats["finished"] += 1
+        self._row_ids = [None] * len(self._row_ids)
+
+    def propose(self, sampled_token_ids, num_tokens_no_spec, token_ids_cpu, slot_mappings=None):
+        """One draft per batch row (a list of token ids, empty for none)."""
+        start = time.perf_counter()
+        n = len(sampled_token_ids)
+        if n > len(self._row_ids):
+            raise NgramdraftError(
+                f"vLLM passed {n} rows, more than its max_num_seqs={len(self._row_ids)}"
+            )
+        lengths = np.asarray(num_tokens_no_spec[:n], dtype=np.int64)
+        self._follow(n, lengths, token_ids_cpu)
+        drafts = [[] for _ in range(n)]
+        wanted = [
+            i
+            for i in range(n)
+            if sampled_token_ids[i] and self._row_ids[i] is not None
+            and lengths[i] < self.max_model_len
+        ]  # fmt: skip
+        if wanted:
+            out, got = self.batch.draft([self._row_ids[i] for i in wanted])
+            room = self.max_model_len - lengths[wanted]
+            for k, i in enumerate(wanted):
+                drafts[i] = out[k, : min(got[k], room[k])].tolist()
+                self.stats["drafted"] += len(drafts[i])
+        self.stats["calls"] += 1
+        self.stats["seconds"] += time.perf_counter() - start
+        return drafts
+
+    def _follow(self, n, lengths, token_ids):
+        """Bring every row's sequence up to date: extend, move, start or finish."""
+        rows = [i for i in range(n) if self._row_ids[i] is not None]
+        lost = {s for s in self._row_ids[n:] if s is not None}  # rows gone from the batch
+        self._row_ids[n:] = [None] * (len(self._row_ids) - n)
+        if rows:
+            ids = [self._row_ids[i] for i in rows]
+            mismatch = self.batch.sync(ids, token_ids, lengths[rows], rows)
+            for i in np.asarray(rows)[mismatch]:
+                lost.add(self._row_ids[i])
+                self._row_ids[i] = None
+        # Rows without a sequence: a request moved here by the packing, or a new one.
+        free = [i for i in range(n) if self._row_ids[i] is None]
+        by_prefix = defaultdict(list)
+        for seq_id in lost:
+            tokens = self.batch.tokens(seq_id)
+            by_prefix[tokens[:PREFIX].tobytes()].append((seq_id, tokens))
+        moved = []
+        for i in free:
+            row = token_ids[i, : lengths[i]]
+            seq_id = _claim(by_prefix, row)
+            if seq_id is not None:
+                self._row_ids[i] = seq_id
+                moved.append(i)
+                lost.discard(seq_id)
+        if moved:
+            ids = [self._row_ids[i] for i in moved]
+            mismatch = self.batch.sync(ids, token_ids, lengths[moved], moved)
+            for i in np.asarray(moved)[mismatch]:  # new tokens with a negative id
+                lost.add(self._row_ids[i])
+                self._row_ids[i] = None
+        for seq_id in lost:
+            self.batch.finish(seq_id)
+            self.stats["finished"] += 1
+        for i in free:
+            if self._row_ids[i] is None and (row := token_ids[i, : lengths[i]]).min(initial=0) >= 0:
+                self._row_ids[i] = self._next_id
+                self.batch.add(self._next_id, row)
+                self._next_id += 1
+                self.stats["started"] += 1
+
+
+def _claim(by_prefix, row):
+    """Take from ``by_prefix`` a sequence that ``row`` extends; its id, or None."""
+    for k in range(min(PREFIX, len(row)) + 1):
+        candidates = by_prefix.get(row[:k].tobytes())
+        for j, (seq_id, tokens) in enumerate(candidates or ()):
+            if len(tokens) == k or (
+                len(tokens) <= len(row) and np.array_equal(tokens, row[: len(tokens)])
+            ):
+                del candidates[j]
+                return seq_id
+    return None
