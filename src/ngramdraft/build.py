@@ -203,7 +203,6 @@ def build_static(sources, path, *, memory_limit=None, meta=None, quiet=True):
 
     Returns the file's Header.
     """
-    path = Path(path)
     total_tokens = sum(s.n_tokens for s in sources if isinstance(s, TokenSource))
     with Progress("scanning", total_tokens or None, " tok", quiet=quiet) as p:
         for s in sources:
@@ -214,87 +213,98 @@ def build_static(sources, path, *, memory_limit=None, meta=None, quiet=True):
     for s in sources:
         histogram = _add_counts(histogram, s.histogram)
     bounds = plan_ranges(histogram, pass_budget(memory_limit))
-
-    with (
-        spool_directory(path) as tmp,
-        contextlib.ExitStack() as stack,
-    ):
-        spool = {name: stack.enter_context(open(Path(tmp) / name, "w+b")) for name in _SPOOLED}
-        values = stack.enter_context(open(Path(tmp) / "values", "w+b"))
-        n_keys, n_entries, top, max_count = _count(
-            sources, bounds, bits, histogram, spool, values, quiet
-        )
-        values.flush()
-        if n_keys >= MAX_KEYS:
-            raise InvalidParameterError(
-                f"{n_keys} distinct 2-grams: a static cache holds fewer than {MAX_KEYS}"
-            )
-        keys = np.fromfile(Path(tmp) / "keys", dtype=np.int32).reshape(-1, 2)
-        values = np.fromfile(Path(tmp) / "values", dtype=np.uint32)
-        with Progress("constmap", quiet=quiet):
-            seed, seglen, segs, fuse = make_constmap(keys, values)
-        del keys, values  # the constmap build was the peak; writing needs none of it
-        header = Header(
-            kind=KIND_STATIC,
-            n_keys=n_keys,
-            n_entries=n_entries,
-            fuse_seed=seed,
-            fuse_segment_length=seglen,
-            fuse_segment_count=segs,
-            max_token=top,
-            n_source_tokens=sum(s.n_tokens for s in sources),
-            max_count=max_count,
-        )
-        meta = {"created_by": f"ngramdraft {__version__}", **(meta or {})}
-        for f in spool.values():
-            f.seek(0)
-        with Progress("writing", quiet=quiet):
-            sections = {"meta": json.dumps(meta, sort_keys=True).encode(), "fuse": fuse}
-            write_file(path, header, {**sections, **spool})
-    return header
+    with StaticWriter(path, quiet=quiet) as out:
+        with Progress("counting", int(histogram.sum()), " triples", quiet=quiet) as progress:
+            for lo, hi in itertools.pairwise(bounds):
+                packed, counts = _count_pass([s.triples(lo, hi, bits) for s in sources])
+                out.add(*K.group(packed, counts, bits))
+                progress.update(int(histogram[lo:hi].sum()))
+        return out.finish(sum(s.n_tokens for s in sources), meta)
 
 
 _SPOOLED = ("keys", "offsets", "stats", "tokens", "counts")
 
 
-def _count(sources, bounds, bits, histogram, spool, values, quiet):
-    """Run the passes, appending each one's sections to the spool files and
-    its keys' constmap values to ``values``.
+class StaticWriter:
+    """Writes a static cache from its triples, given in ascending ranges of first tokens.
 
-    Returns (keys, entries, largest id written, largest count).
+    ``add(keys, offsets, tokens, counts)`` takes one range's 2-grams as
+    ``kernels.triples.group`` makes them (offsets from 0) and appends the
+    range's sections to spool files beside the output; ``finish()`` builds
+    the constmap over every key and writes the file atomically. The
+    single-machine build and the distributed one (``ngramdraft.distributed``)
+    both write through it: same triples, same bytes.
     """
-    n_keys = n_entries = max_count = 0
-    top = -1
-    with Progress("counting", int(histogram.sum()), " triples", quiet=quiet) as progress:
-        for lo, hi in itertools.pairwise(bounds):
-            packed, counts = _count_pass([s.triples(lo, hi, bits) for s in sources])
-            k, keys, starts, tok, cnt = K.group(packed, counts, bits, n_entries)
-            if k < 0:
-                raise InvalidParameterError(
-                    f"a 2-gram follower occurs {int(counts[-k - 1])} times, "
-                    "more than an int32 count holds"
-                )
-            stats = K.span_stats(starts - n_entries, tok, cnt)
-            parts = {
-                "keys": keys,
-                "offsets": starts[:-1],
-                "stats": stats,
-                "tokens": tok,
-                "counts": cnt,
-            }
-            for name in _SPOOLED:
-                parts[name].tofile(spool[name])
-            constmap_values(stats, n_keys).tofile(values)
-            n_keys += k
-            n_entries += len(tok)
-            if k:
-                top = max(top, int(keys.max()), int(tok.max()))
-                max_count = max(max_count, int(stats[:, 1].max()))
-            progress.update(int(histogram[lo:hi].sum()))
-    np.array([n_entries], dtype=np.int64).tofile(spool["offsets"])
-    for f in spool.values():
-        f.flush()
-    return n_keys, n_entries, top, max_count
+
+    def __init__(self, path, *, quiet=True):
+        self.path = Path(path)
+        self.quiet = quiet
+        self.n_keys = self.n_entries = self.max_count = 0
+        self.top = -1
+
+    def __enter__(self):
+        self._stack = contextlib.ExitStack()
+        self._tmp = Path(self._stack.enter_context(spool_directory(self.path)))
+        self._spool = {name: self._open(name) for name in _SPOOLED}
+        self._values = self._open("values")
+        return self
+
+    def __exit__(self, *exc):
+        return self._stack.__exit__(*exc)
+
+    def _open(self, name):
+        return self._stack.enter_context(open(self._tmp / name, "w+b"))
+
+    def add(self, keys, offsets, tok, cnt):
+        stats = K.span_stats(offsets, tok, cnt)
+        parts = {
+            "keys": keys,
+            "offsets": offsets[:-1] + self.n_entries,
+            "stats": stats,
+            "tokens": tok,
+            "counts": cnt,
+        }
+        for name in _SPOOLED:
+            parts[name].tofile(self._spool[name])
+        constmap_values(stats, self.n_keys).tofile(self._values)
+        self.n_keys += len(keys)
+        self.n_entries += len(tok)
+        if len(keys):
+            self.top = max(self.top, int(keys.max()), int(tok.max()))
+            self.max_count = max(self.max_count, int(stats[:, 1].max()))
+
+    def finish(self, n_source_tokens, meta):
+        """Build the constmap, write the file; returns its Header."""
+        np.array([self.n_entries], dtype=np.int64).tofile(self._spool["offsets"])
+        for f in (*self._spool.values(), self._values):
+            f.flush()
+        if self.n_keys >= MAX_KEYS:
+            raise InvalidParameterError(
+                f"{self.n_keys} distinct 2-grams: a static cache holds fewer than {MAX_KEYS}"
+            )
+        keys = np.fromfile(self._tmp / "keys", dtype=np.int32).reshape(-1, 2)
+        values = np.fromfile(self._tmp / "values", dtype=np.uint32)
+        with Progress("constmap", quiet=self.quiet):
+            seed, seglen, segs, fuse = make_constmap(keys, values)
+        del keys, values  # the constmap build was the peak; writing needs none of it
+        header = Header(
+            kind=KIND_STATIC,
+            n_keys=self.n_keys,
+            n_entries=self.n_entries,
+            fuse_seed=seed,
+            fuse_segment_length=seglen,
+            fuse_segment_count=segs,
+            max_token=self.top,
+            n_source_tokens=n_source_tokens,
+            max_count=self.max_count,
+        )
+        meta = {"created_by": f"ngramdraft {__version__}", **(meta or {})}
+        for f in self._spool.values():
+            f.seek(0)
+        with Progress("writing", quiet=self.quiet):
+            sections = {"meta": json.dumps(meta, sort_keys=True).encode(), "fuse": fuse}
+            write_file(self.path, header, {**sections, **self._spool})
+        return header
 
 
 def make_constmap(keys, values):

@@ -83,6 +83,8 @@ def _parser():
             "ngramdraft build-static books/*.txt --tokenizer llama3 -o books.ngd",
             "ngramdraft build-static corpus.i32 -o corpus.ngd --memory-limit 1G",
             "ngramdraft build-static notes.txt --tokenizer model.gguf -o notes.ngd",
+            "ngramdraft build-static books/*.txt --tokenizer llama3 -o books.ngd "
+            "--cluster local:4 --memory-limit 2G",
         ],
     )
     b.add_argument(
@@ -96,7 +98,14 @@ def _parser():
         "--memory-limit",
         type=parse_size,
         metavar="SIZE",
-        help="target peak memory, e.g. 1G (default: one pass, as much as it takes)",
+        help="target peak memory, e.g. 1G (default: one pass, as much as it takes); "
+        "with --cluster, per worker",
+    )
+    b.add_argument(
+        "--cluster",
+        metavar="SPEC",
+        help="count on Dask: local:N starts N worker processes here, tcp://HOST:PORT uses "
+        "a running scheduler (pip install 'ngramdraft[dask]'); the file is the same",
     )
     b.add_argument("-q", "--quiet", action="store_true", help="no progress or summary")
     add_corpus_arguments(b)

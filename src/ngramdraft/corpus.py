@@ -26,6 +26,7 @@ import os
 import socket
 import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -150,8 +151,11 @@ class DatasetSource:
             )
         return ds
 
-    def batches(self, progress):
+    def batches(self, progress, shard=None):
+        """Rows as documents, 1,024 a batch; ``shard=(count, index)``: one contiguous shard."""
         ds = self.load()
+        if shard is not None:
+            ds = ds.shard(num_shards=shard[0], index=shard[1], contiguous=True)
         progress.total = len(ds)
         progress.unit = " docs"
         for start in range(0, len(ds), 1024):
@@ -231,21 +235,39 @@ class TextFileSource:
         progress.total = sum(p.stat().st_size for p in self.paths)
         progress.unit = "B"
         for p in self.paths:
-            with open(p, "rb") as f:
-                first, carry = True, b""
-                while block := f.read(BATCH_CHARS):
-                    block = carry + block
-                    cut = block.rfind(b"\n\n") + 2  # cut after the last blank line
-                    if cut == 1:
-                        carry = block  # no blank line yet: keep reading
-                        continue
-                    carry = block[cut:]
-                    yield [(first, _decode(block[:cut], p))]
-                    first = False
-                    progress.update(cut)
-                if carry or first:
-                    yield [(first, _decode(carry, p))]
-                    progress.update(len(carry))
+            yield from block_texts(p, text_blocks(p), progress)
+
+
+def block_texts(path, blocks, progress=None):
+    """Batches of one ``(starts_document, text)`` each, from (offset, bytes) blocks of a file."""
+    for start, raw in blocks:
+        yield [(start == 0, _decode(raw, path))]
+        if progress is not None:
+            progress.update(len(raw))
+
+
+def text_blocks(path):
+    """(byte offset, bytes) of a text file's blocks, in order, covering it whole.
+
+    A block is what reads of BATCH_CHARS bytes hold up to their last blank
+    line (the rest opens the next block), so that no piece (text between
+    blank lines) is cut. An empty file is one empty block. Tokenizing per
+    block gives the same ids wherever the blocks are tokenized, which the
+    distributed build relies on.
+    """
+    with open(path, "rb") as f:
+        start, carry = 0, b""
+        while block := f.read(BATCH_CHARS):
+            block = carry + block
+            cut = block.rfind(b"\n\n") + 2  # cut after the last blank line
+            if cut == 1:
+                carry = block  # no blank line yet: keep reading
+                continue
+            carry = block[cut:]
+            yield start, block[:cut]
+            start += cut
+        if carry or start == 0:
+            yield start, carry
 
 
 def _decode(raw, path):
@@ -282,15 +304,10 @@ def tokenize(source, tokenizer, directory, *, quiet=True):
     n = 0
     t0 = time.perf_counter()
     with atomic_output(tokens_path) as out, Progress("tokenizing", quiet=quiet) as progress:
-        for texts in source.batches(progress):
-            for doc_batch in _piece_batches(texts):
-                docs, flat = zip(*doc_batch, strict=True)
-                ids, offsets = tokenizer.encode_batch(list(flat))
-                ids.astype("<i4").tofile(out)
-                piece_starts = n + offsets[:-1]
-                new_doc = np.array(docs, dtype=bool)
-                starts.extend(piece_starts[new_doc].tolist())
-                n += len(ids)
+        for ids, doc_starts in encode(source.batches(progress), tokenizer):
+            ids.astype("<i4").tofile(out)
+            starts.extend((n + doc_starts).tolist())
+            n += len(ids)
     np.save(starts_path, np.asarray(starts, dtype=np.int64))
     if not quiet:
         print(
@@ -298,6 +315,19 @@ def tokenize(source, tokenizer, directory, *, quiet=True):
             file=sys.stderr,
         )
     return TokenFile(tokens_path), np.asarray(starts, dtype=np.int64)
+
+
+def encode(batches, tokenizer):
+    """(ids, document starts within ids) for each batch of ``(starts_document, text)`` pairs.
+
+    Texts are cut into pieces at blank lines and encoded in batches of about
+    BATCH_CHARS characters; the ids of consecutive pieces are concatenated.
+    """
+    for texts in batches:
+        for doc_batch in _piece_batches(texts):
+            docs, flat = zip(*doc_batch, strict=True)
+            ids, offsets = tokenizer.encode_batch(list(flat))
+            yield ids, offsets[:-1][np.array(docs, dtype=bool)]
 
 
 def _piece_batches(texts):
@@ -314,39 +344,94 @@ def _piece_batches(texts):
         yield batch
 
 
-def build_from_args(args):
-    """The build-static command: inputs or a dataset -> token file(s) -> static cache."""
-    token_inputs = [p for p in args.inputs if Path(p).suffix in (*RAW_SUFFIXES, ".npy")]
-    text_inputs = [p for p in args.inputs if p not in token_inputs]
-    kinds = sum(bool(x) for x in (token_inputs, text_inputs, args.dataset, args.data_files))
-    if kinds != 1:
-        raise InvalidParameterError(
-            "give exactly one corpus: token files, text files, --dataset or --data-files"
-        )
-    meta = {"documents": "separate" if args.separate_documents else "joined"}
-    if token_inputs:
-        if args.separate_documents:
+@dataclass
+class Corpus:
+    """One corpus for a build, checked: token files, text files, or a dataset split.
+
+    ``tokenizer`` is a name load_tokenizer knows (text needs one; for token
+    files it is only recorded). ``separate``: no 2-gram crosses a document
+    boundary; token files carry no documents.
+    """
+
+    token_files: list = field(default_factory=list)
+    text_files: list = field(default_factory=list)
+    dataset: DatasetSource | None = None
+    tokenizer: str | None = None
+    separate: bool = False
+
+    def __post_init__(self):
+        kinds = sum(bool(x) for x in (self.token_files, self.text_files, self.dataset))
+        if kinds != 1:
+            raise InvalidParameterError(
+                "give exactly one corpus: token files, text files, --dataset or --data-files"
+            )
+        if self.token_files and self.separate:
             raise InvalidParameterError(
                 "--separate-documents needs text: token files carry no documents"
             )
-        sources = [TokenSource(TokenFile(p)) for p in token_inputs]
-        meta["corpus"] = {"token_files": [Path(p).name for p in token_inputs]}
-        if args.tokenizer:
-            meta["tokenizer"] = identity(load_tokenizer(args.tokenizer))
-    else:
-        if not args.tokenizer:
+        if not self.token_files and not self.tokenizer:
             raise InvalidParameterError("text needs --tokenizer NAME")
-        tokenizer = load_tokenizer(args.tokenizer)
-        if text_inputs:
-            source = TextFileSource(text_inputs)
-        else:
-            source = DatasetSource(
+        self.token_files = [TokenFile(p) for p in self.token_files]
+        self.source = TextFileSource(self.text_files) if self.text_files else self.dataset
+
+    @classmethod
+    def of(cls, inputs, tokenizer=None, separate=False):
+        """A corpus of files (token files by their suffix, text otherwise) or a DatasetSource."""
+        if isinstance(inputs, DatasetSource):
+            return cls(dataset=inputs, tokenizer=tokenizer, separate=separate)
+        files = [str(p) for p in inputs]
+        tokens = [p for p in files if Path(p).suffix in (*RAW_SUFFIXES, ".npy")]
+        texts = [p for p in files if p not in tokens]
+        return cls(tokens, texts, tokenizer=tokenizer, separate=separate)
+
+    @classmethod
+    def from_args(cls, args):
+        if args.dataset or args.data_files:
+            inputs = DatasetSource(
                 args.dataset, args.config, args.split, args.data_files, args.text_column
             )
-        tokens, starts = tokenize(source, tokenizer, cache_dir(args.token_cache), quiet=args.quiet)
-        sources = [TokenSource(tokens, starts=starts if args.separate_documents else None)]
-        meta["tokenizer"] = identity(tokenizer)
-        meta["corpus"] = source.identity
+            if args.inputs:
+                raise InvalidParameterError(
+                    "give exactly one corpus: token files, text files, --dataset or --data-files"
+                )
+        else:
+            inputs = args.inputs
+        return cls.of(inputs, args.tokenizer, args.separate_documents)
+
+    def meta(self):
+        """What the cache file records of its corpus and tokenizer."""
+        meta = {"documents": "separate" if self.separate else "joined"}
+        if self.token_files:
+            meta["corpus"] = {"token_files": [f.path.name for f in self.token_files]}
+        else:
+            meta["corpus"] = self.source.identity
+        if self.tokenizer:
+            meta["tokenizer"] = identity(load_tokenizer(self.tokenizer))
+        return meta
+
+    def sources(self, token_cache=None, *, quiet=True):
+        """The build's sources on this machine (text is tokenized first, or found cached)."""
+        if self.token_files:
+            return [TokenSource(f) for f in self.token_files]
+        tokens, starts = tokenize(
+            self.source, load_tokenizer(self.tokenizer), cache_dir(token_cache), quiet=quiet
+        )
+        return [TokenSource(tokens, starts=starts if self.separate else None)]
+
+
+def build_from_args(args):
+    """The build-static command: a corpus -> a static cache, here or on a Dask cluster."""
+    corpus = Corpus.from_args(args)
+    if args.cluster:
+        from .distributed import build_on
+
+        return build_on(
+            args.cluster, corpus, args.output, memory_limit=args.memory_limit, quiet=args.quiet
+        )
     return build_static(
-        sources, args.output, memory_limit=args.memory_limit, meta=meta, quiet=args.quiet
+        corpus.sources(args.token_cache, quiet=args.quiet),
+        args.output,
+        memory_limit=args.memory_limit,
+        meta=corpus.meta(),
+        quiet=args.quiet,
     )

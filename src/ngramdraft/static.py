@@ -39,6 +39,8 @@ from .validation import as_tokens, check_cache_arrays, check_ngram
 if TYPE_CHECKING:
     from numpy.typing import ArrayLike
 
+    from .corpus import DatasetSource
+
 
 class StaticCache(Cache):
     """2-gram -> followers of a corpus, served zero-copy from a mmap'd ``.ngd`` file.
@@ -130,6 +132,33 @@ class StaticCache(Cache):
             tokens = TokenFile(tokens)
         source = tokens if isinstance(tokens, TokenFile) else as_tokens(tokens)
         build_static([TokenSource(source)], path, memory_limit=memory_limit, meta=meta, quiet=quiet)
+        return cls.open(path)
+
+    @classmethod
+    def build_distributed(
+        cls,
+        inputs: "list[str | os.PathLike] | DatasetSource",
+        path: str | os.PathLike,
+        client: object,
+        *,
+        tokenizer: str | None = None,
+        separate_documents: bool = False,
+        memory_limit: int | None = None,
+        quiet: bool = True,
+    ) -> "StaticCache":
+        """Build on a Dask cluster (``client``: a ``distributed.Client``) and open the file.
+
+        ``inputs`` are token files or text files (text needs ``tokenizer``, a
+        name every worker can load), or a :class:`ngramdraft.corpus.DatasetSource`.
+        The file is byte for byte the one :meth:`build` or ``ngramdraft
+        build-static`` writes for the same corpus; ``memory_limit`` is per
+        worker. See :mod:`ngramdraft.distributed`.
+        """
+        from . import distributed
+        from .corpus import Corpus
+
+        corpus = Corpus.of(inputs, tokenizer, separate_documents)
+        distributed.build(client, corpus, path, memory_limit=memory_limit, quiet=quiet)
         return cls.open(path)
 
     @classmethod

@@ -100,11 +100,12 @@ def span_stats(offsets, tokens, counts):
 
 
 @njit(cache=True, nogil=True)
-def group(packed, counts, bits, base):
-    """Split sorted distinct triples into keys, offsets (starting at base), tokens, counts.
+def group(packed, counts, bits):
+    """Split sorted distinct triples into keys, offsets[K+1], tokens, counts.
 
-    Returns a negative index -i-1 in place of the key array's length when the
-    count of triple i does not fit an int32.
+    A count past what an int32 holds is stored as INT32_MAX: it saturates,
+    as the mutable cache's counts do (a corpus of hundreds of billions of
+    tokens can count one (2-gram, follower) pair that often).
     """
     mask = np.uint64((1 << bits) - 1)
     sh1 = np.uint64(bits)
@@ -125,10 +126,8 @@ def group(packed, counts, bits, base):
             k += 1
             keys[k, 0] = np.int32(p >> sh2)
             keys[k, 1] = np.int32((p >> sh1) & mask)
-            starts[k] = base + i
-        if counts[i] > INT32_MAX:
-            return -i - 1, keys, starts, tok, cnt
+            starts[k] = i
         tok[i] = np.int32(p & mask)
-        cnt[i] = np.int32(counts[i])
-    starts[n_keys] = base + n
-    return n_keys, keys, starts, tok, cnt
+        cnt[i] = np.int32(min(counts[i], INT32_MAX))
+    starts[n_keys] = n
+    return keys, starts, tok, cnt
