@@ -147,13 +147,8 @@ def main():
         "runs": runs,
         "seconds": time.time() - t_start,
     }
-    stamp = time.strftime("%Y-%m-%d-%H%M") + "-distributed" + ("-quick" if args.quick else "")
-    out = corpora.results_dir() / stamp
-    out.with_suffix(".json").write_text(json.dumps(result, indent=2) + "\n")
-    md = markdown(result)
-    out.with_suffix(".md").write_text(md)
-    print(json.dumps(result, indent=2) if args.json else md)
-    print(f"results: {out}.{{json,md}} ({result['seconds']:.0f} s)", file=sys.stderr)
+    name = "distributed-quick" if args.quick else "distributed"
+    corpora.save_results(name, result, markdown, args.json)
 
 
 def markdown(result):

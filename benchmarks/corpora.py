@@ -150,6 +150,18 @@ def parity_static():
     return StaticCache.open(path)
 
 
+def save_results(name, result, markdown, as_json=False):
+    """Write results_dir()/<stamp>-<name>.{json,md}, print the table (or the JSON); the stem."""
+    out = results_dir() / f"{time.strftime('%Y-%m-%d-%H%M')}-{name}"
+    out.with_suffix(".json").write_text(json.dumps(result, indent=2) + "\n")
+    md = markdown(result)
+    out.with_suffix(".md").write_text(md)
+    print(json.dumps(result, indent=2) if as_json else md)
+    seconds = f" ({result['seconds']:.0f} s)" if "seconds" in result else ""
+    print(f"results: {out}.{{json,md}}{seconds}", file=sys.stderr)
+    return out
+
+
 def worker(script, spec):
     """Run ``script --worker SPEC`` in a fresh process; its last stdout line, as JSON."""
     out = subprocess.run(

@@ -438,13 +438,8 @@ def main():
         "runs": runs,
         "seconds": time.time() - t0,
     }
-    stamp = time.strftime("%Y-%m-%d-%H%M") + ("-e2e-quick" if args.quick else "-e2e")
-    out = corpora.results_dir() / stamp
-    out.with_suffix(".json").write_text(json.dumps(result, indent=2) + "\n")
-    out.with_suffix(".md").write_text(markdown(result))
+    out = corpora.save_results("e2e-quick" if args.quick else "e2e", result, markdown, args.json)
     plot(result, out.with_suffix(".png"))
-    print(markdown(result) if not args.json else json.dumps(result, indent=2))
-    print(f"results: {out}.{{json,md,png}} ({result['seconds']:.0f} s)", file=sys.stderr)
 
 
 if __name__ == "__main__":

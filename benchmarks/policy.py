@@ -25,7 +25,6 @@ noise. Results: ``benchmarks/results/<stamp>-policy.{json,md}``.
 import argparse
 import json
 import sys
-import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -100,13 +99,7 @@ def main():
             )
             print(f"{workload:<11} {name:<9} {rows[-1]['speedup']:.3f}x", file=sys.stderr)
     result = {"costs_from": source.name, "n_draft": e2e.N_DRAFT, "rows": rows}
-    stamp = time.strftime("%Y-%m-%d-%H%M") + "-policy"
-    out = corpora.results_dir() / stamp
-    out.with_suffix(".json").write_text(json.dumps(result, indent=2) + "\n")
-    md = markdown(result)
-    out.with_suffix(".md").write_text(md)
-    print(json.dumps(result, indent=2) if args.json else md)
-    print(f"results: {out}.{{json,md}}", file=sys.stderr)
+    corpora.save_results("policy", result, markdown, args.json)
 
 
 def markdown(result):

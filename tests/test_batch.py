@@ -106,3 +106,25 @@ def test_sequences_longer_than_their_buffers_grow(tmp_path):
     assert batch.tokens(0).tolist() == [1, 2, 3, *long]
     batch.finish(0)
     assert NgramCache.load(tmp_path / "d.ngd").followers((1, 2))[0].tolist() == [3]
+
+
+def test_sync_follows_a_token_table_and_names_bad_input():
+    batch = BatchDrafter(n_draft=3)
+    batch.add("a", [1, 2, 3])
+    batch.add("b", [7, 8])
+    table = np.zeros((2, 6), dtype=np.int32)
+    table[0, :5] = [1, 2, 3, 1, 2]  # "a" grew by two tokens
+    table[1, :3] = [9, 8, 7]  # another sequence sits where "b" was
+    mismatch = batch.sync(["a", "b"], table, [5, 3])
+    assert mismatch.tolist() == [False, True]
+    assert batch.tokens("a").tolist() == [1, 2, 3, 1, 2] and batch.tokens("b").tolist() == [7, 8]
+    table[0, 5] = -1
+    assert batch.sync(["a"], table, [6]).tolist() == [True]  # a negative id: not followed
+    with pytest.raises(InvalidTokensError, match="2-D int32"):
+        batch.sync(["a"], table.astype(np.int64), [5])
+    with pytest.raises(InvalidParameterError, match="lengths must be 0 .. 6"):
+        batch.sync(["a"], table, [7])
+    with pytest.raises(InvalidParameterError, match="rows must be 0 .. 1"):
+        batch.sync(["a"], table, [5], rows=[2])
+    with pytest.raises(UnknownSequenceError):
+        batch.sync(["zzz"], table, [5])

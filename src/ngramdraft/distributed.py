@@ -237,33 +237,19 @@ def plan_shards(client, corpus, shard_tokens=SHARD_TOKENS):
                 joins=start > 0,
                 size=stop - start,
             )
-    text_files = corpus.text_files
-    if text_files:
-        limit = max(BATCH_CHARS, shard_tokens * BYTES_PER_TOKEN)
-        for path, blocks in zip(
-            text_files,
-            client.gather(client.map(file_blocks, [str(p) for p in text_files], pure=False)),
-            strict=True,
-        ):
-            run = []
-            for block in blocks:
-                if run and block[1] - run[0][0] > limit:
-                    add(
-                        kind="text",
-                        path=str(path),
-                        blocks=tuple(run),
-                        joins=bool(shards),
-                        size=run[-1][1] - run[0][0],
-                    )
-                    run = []
-                run.append(block)
-            add(
-                kind="text",
-                path=str(path),
-                blocks=tuple(run),
-                joins=bool(shards),
-                size=run[-1][1] - run[0][0],
-            )
+    text_files = [str(p) for p in corpus.text_files]
+    limit = max(BATCH_CHARS, shard_tokens * BYTES_PER_TOKEN)
+    blocks_of = client.gather(client.map(file_blocks, text_files, pure=False))
+    for path, blocks in zip(text_files, blocks_of, strict=True):
+        # Runs of consecutive blocks, each run at most `limit` bytes (or one block).
+        runs = [[]]
+        for block in blocks:
+            if runs[-1] and block[1] - runs[-1][0][0] > limit:
+                runs.append([])
+            runs[-1].append(block)
+        for run in runs:
+            size = run[-1][1] - run[0][0]
+            add(kind="text", path=path, blocks=tuple(run), joins=bool(shards), size=size)
     if corpus.dataset is not None:
         ds = corpus.dataset.load()
         count = max(1, min(len(ds), -(-ds.data.nbytes // (shard_tokens * BYTES_PER_TOKEN))))
