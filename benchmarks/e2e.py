@@ -55,6 +55,13 @@ MODEL = corpora.DATA / "qwen25-05b-llama3-q8_0.gguf"
 DRAFTERS = ("none", "lookup", "context", "static", "adaptive")
 WORKLOADS = ("open-ended", "edit", "templated")
 N_DRAFT = 8
+# The opt-in policy's settings by drafter name: its default, and each of its
+# two parts alone (benchmarks/policy.py replays the same ones).
+POLICIES = {
+    "adaptive": {},
+    "adaptive-length": {"off_below": 0.0},
+    "auto-off": {"n_min": N_DRAFT},
+}
 THREADS = 2
 
 
@@ -172,8 +179,8 @@ def make_drafter(name, quick):
         return None
     if name == "lookup":
         return LlamaPromptLookupDecoding(num_pred_tokens=N_DRAFT)
-    static = static_cache(quick) if name in ("static", "adaptive") else None
-    policy = AdaptiveLength() if name == "adaptive" else None
+    static = static_cache(quick) if name == "static" or name in POLICIES else None
+    policy = AdaptiveLength(**POLICIES[name]) if name in POLICIES else None
     return NgramDraftModel(static=static, dynamic=NgramCache(), n_draft=N_DRAFT, policy=policy)
 
 
@@ -302,7 +309,7 @@ def summarize(runs, workloads, rounds):
             if r["workload"] == w and r["drafter"] == "none"
         }
         table[w] = {}
-        for d in DRAFTERS:
+        for d in dict.fromkeys(r["drafter"] for r in runs):
             mine = [r for r in runs if r["workload"] == w and r["drafter"] == d]
             if not mine:
                 continue
@@ -328,6 +335,8 @@ LABELS = {
     "context": "ngramdraft (context only)",
     "static": "ngramdraft (+ static cache)",
     "adaptive": "ngramdraft (+ static, opt-in AdaptiveLength)",
+    "adaptive-length": "ngramdraft (+ static, AdaptiveLength's length alone)",
+    "auto-off": "ngramdraft (+ static, AdaptiveLength's auto-off alone)",
 }
 
 
@@ -391,6 +400,11 @@ def main():
     ap.add_argument("--json", action="store_true", help="print the result as JSON")
     ap.add_argument("--rounds", type=int, help="rounds (default 3; 1 with --quick)")
     ap.add_argument("--tokens", type=int, help="generated tokens per workload (default 2000)")
+    ap.add_argument(
+        "--drafters",
+        help=f"comma-separated drafters (default: {','.join(DRAFTERS)}; also "
+        f"{','.join(d for d in POLICIES if d not in DRAFTERS)})",
+    )
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
@@ -413,7 +427,8 @@ def main():
     for r in range(rounds):
         for w in WORKLOADS:
             # A smoke check leaves out the context-only drafter (the static one covers it).
-            drafters = [d for d in DRAFTERS if not (args.quick and d == "context")]
+            chosen = args.drafters.split(",") if args.drafters else DRAFTERS
+            drafters = [d for d in chosen if not (args.quick and d == "context")]
             order = drafters if r % 2 == 0 else drafters[::-1]
             for d in order:
                 spec = {"kind": "run", "workload": w, "drafter": d, "n": n, "quick": args.quick}

@@ -9,9 +9,9 @@ plus the model's own token. No model runs, so every policy sees exactly the
 same text. Policies:
 
 * ``exact``: llama.cpp's rules (no policy);
-* ``adaptive``: ``AdaptiveLength(off_below=0)``, the draft length alone;
-* ``auto-off``: ``AdaptiveLength(n_min=8)``, full-length drafts and the pause alone;
-* ``both``: ``AdaptiveLength()``, the default of the opt-in policy.
+* ``adaptive``: ``AdaptiveLength()``, the default of the opt-in policy;
+* ``adaptive-length``: ``AdaptiveLength(off_below=0)``, the draft length alone;
+* ``auto-off``: ``AdaptiveLength(n_min=8)``, full-length drafts and the pause alone.
 
 Speed comes from the cost of a forward pass over k tokens that
 ``benchmarks/e2e.py`` measured on the engine (``batch_cost_s`` in its results
@@ -33,12 +33,7 @@ sys.path.insert(0, str(HERE))
 import corpora  # noqa: E402
 import e2e  # noqa: E402
 
-POLICIES = {
-    "exact": None,
-    "adaptive": {"off_below": 0.0},
-    "auto-off": {"n_min": e2e.N_DRAFT},
-    "both": {},
-}
+POLICIES = {"exact": None, **e2e.POLICIES}
 
 
 def replay(requests, static, policy):

@@ -368,33 +368,10 @@ def main():
         child({"kind": "budget", "tokens": 1_000_000, "max_ngrams": None, "quick": args.quick}),
         child({"kind": "budget", "tokens": long_run, "max_ngrams": 1_000_000, "quick": args.quick}),
     ]
-    table = {}
-    for size in SIZES:
-        row = {}
-        for kind in KINDS:
-            mine = [r for r in runs if r["size"] == size and r["kind"] == kind]
-            us = [r["us_per_seq_step"] for r in mine]
-            row[kind] = {
-                "us_per_seq_step": float(np.median(us)),
-                "range": [min(us), max(us)],
-                "threads": mine[0]["threads"],
-                "peak_rss_mb": float(np.median([r["peak_rss_mb"] for r in mine])),
-            }
-        table[str(size)] = row
-    vllm = {}
-    for size in VLLM_SIZES if args.vllm else ():
-        row = {}
-        for kind in VLLM_KINDS:
-            mine = [r for r in runs if r["size"] == size and r["kind"] == kind]
-            us = [r["us_per_seq_step"] for r in mine]
-            row[kind] = {
-                "us_per_seq_step": float(np.median(us)),
-                "range": [min(us), max(us)],
-                "accepted_per_seq_step": float(
-                    np.median([r["accepted_per_seq_step"] for r in mine])
-                ),
-            }
-        vllm[str(size)] = row
+    table = _summary(runs, SIZES, KINDS, threads="first", peak_rss_mb="median")
+    vllm = _summary(
+        runs, VLLM_SIZES if args.vllm else (), VLLM_KINDS, accepted_per_seq_step="median"
+    )
     result = {
         "static": "25 MB parity corpus" if args.quick else "541 MB Gutenberg corpus",
         "rounds": rounds,
@@ -414,6 +391,21 @@ def main():
     out.with_suffix(".md").write_text(md)
     print(json.dumps(result, indent=2) if args.json else md)
     print(f"results: {out}.{{json,md}} ({result['seconds']:.0f} s)", file=sys.stderr)
+
+
+def _summary(runs, sizes, kinds, **fields):
+    """{size: {kind: median us per seq-step, its range, and each field's first or median}}."""
+    table = {}
+    for size in sizes:
+        table[str(size)] = row = {}
+        for kind in kinds:
+            mine = [r for r in runs if r["size"] == size and r["kind"] == kind]
+            us = [r["us_per_seq_step"] for r in mine]
+            row[kind] = {"us_per_seq_step": float(np.median(us)), "range": [min(us), max(us)]}
+            for name, how in fields.items():
+                values = [r[name] for r in mine]
+                row[kind][name] = values[0] if how == "first" else float(np.median(values))
+    return table
 
 
 def markdown(result):

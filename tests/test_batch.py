@@ -122,9 +122,9 @@ def test_sync_follows_a_token_table_and_names_bad_input():
     assert batch.sync(["a"], table, [6]).tolist() == [True]  # a negative id: not followed
     with pytest.raises(InvalidTokensError, match="2-D int32"):
         batch.sync(["a"], table.astype(np.int64), [5])
-    with pytest.raises(InvalidParameterError, match="lengths must be 0 .. 6"):
+    with pytest.raises(InvalidParameterError, match=r"lengths must be 0 \.\. 6"):
         batch.sync(["a"], table, [7])
-    with pytest.raises(InvalidParameterError, match="rows must be 0 .. 1"):
+    with pytest.raises(InvalidParameterError, match=r"rows must be 0 \.\. 1"):
         batch.sync(["a"], table, [5], rows=[2])
     with pytest.raises(UnknownSequenceError):
         batch.sync(["zzz"], table, [5])

@@ -166,3 +166,20 @@ def test_meta_is_the_single_machine_builds(client, tmp_path):
     meta = StaticCache.open(tmp_path / "dist.ngd").meta
     assert json.loads(json.dumps(meta))["documents"] == "joined"
     assert meta["tokenizer"]["name"] and meta["corpus"] == corpus.source.identity
+
+
+def test_a_task_that_keeps_killing_its_workers_is_named(tmp_path):
+    """A worker with too little memory for one shard: Dask retries, then the build says why."""
+    tokens = tmp_path / "t.i32"
+    np.random.default_rng(1).integers(0, 30000, 10_000_000).astype("<i4").tofile(tokens)
+    out = tmp_path / "out.ngd"
+    with (
+        distributed.LocalCluster(
+            n_workers=1, threads_per_worker=1, processes=True, memory_limit="300MiB",
+            dashboard_address=":0",
+        ) as cluster,
+        distributed.Client(cluster) as c,
+    ):  # fmt: skip
+        with pytest.raises(D.DistributedBuildError, match="more memory"):
+            D.build(c, Corpus.of([tokens]), out, shard_tokens=10_000_000)
+    assert not out.exists()

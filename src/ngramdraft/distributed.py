@@ -108,6 +108,8 @@ class Shard:
 
 @dataclass
 class Summary:
+    """What the client learns of a counted shard: its edges, size, largest id, histogram."""
+
     head: list
     tail: list
     n_tokens: int
@@ -141,7 +143,7 @@ def _read_blocks(path, blocks):
             yield start, f.read(end - start)
 
 
-def shard_tokens(shard, source=None, tokenizer=None):
+def tokens_of_shard(shard, source=None, tokenizer=None):
     """(tokens, document starts within them) of one shard."""
     if shard.kind == "tokens":
         start, stop = shard.span
@@ -160,7 +162,7 @@ def shard_tokens(shard, source=None, tokenizer=None):
 
 def count_shard(shard, source=None, tokenizer=None, separate=False):
     """Tokenize and count one shard (a task): its Counted."""
-    tokens, starts = shard_tokens(shard, source, tokenizer)
+    tokens, starts = tokens_of_shard(shard, source, tokenizer)
     max_token = check_token_bits(int(tokens.max(initial=-1)))
     packed = np.empty(max(len(tokens) - 2, 0), dtype=np.uint64)
     n = K.pack_tokens(tokens, 0, 0, 1 << BITS, BITS, packed, 0, starts if separate else NO_STARTS)
@@ -204,7 +206,7 @@ def file_blocks(path):
 # -- on the client ----------------------------------------------------------------
 
 
-def junction_triples(summaries, separate):
+def edge_triples(summaries, separate):
     """(packed, counts) of the triples spanning shard edges, from the shards' edge tokens."""
     found, tail = [], []
     for s in summaries:
@@ -292,7 +294,7 @@ def build(client, corpus, path, *, memory_limit=None, shard_tokens=None, quiet=T
             for future in distributed.as_completed(futures):
                 progress.update(future.result().shard.size)
         summaries = client.gather(futures)
-        edges = junction_triples(summaries, separate)
+        edges = edge_triples(summaries, separate)
         histogram = functools.reduce(_add, (s.histogram for s in summaries), np.zeros(1, np.int64))
         if len(edges[0]):
             histogram = _add(
