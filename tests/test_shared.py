@@ -126,3 +126,28 @@ def test_budgets_that_hold_nothing_are_named():
             NgramCache(max_ngrams=bad)
     with pytest.raises(InvalidParameterError, match="its own budget"):
         Drafter(dynamic=NgramCache(), max_dynamic_ngrams=10)
+
+
+def test_save_every_spaces_the_saves_and_flush_writes_the_rest(tmp_path):
+    path = tmp_path / "spaced.ngd"
+    drafter = Drafter(dynamic=path, save_every=3600)
+    for i in range(3):
+        drafter.start([50 + i, 60, 70])
+        drafter.finish()
+    assert not path.exists()  # no save yet: the sequences are pending
+    drafter.flush()
+    cache = NgramCache.load(path)
+    assert [cache.followers((50 + i, 60))[0].tolist() for i in range(3)] == [[70]] * 3
+    mtime = path.stat().st_mtime_ns
+    drafter.flush()  # nothing pending: no rewrite
+    assert path.stat().st_mtime_ns == mtime
+
+
+def test_spaced_saves_from_two_processes_lose_nothing(tmp_path):
+    path = tmp_path / "shared.ngd"
+    writer = WRITER.replace("Drafter(dynamic=path)", "Drafter(dynamic=path, save_every=3600)")
+    writer += "drafter.flush()\n"
+    procs = [subprocess.Popen([sys.executable, "-c", writer, str(path), str(w)]) for w in range(2)]
+    assert [p.wait(timeout=300) for p in procs] == [0, 0]
+    found = _contributions(path)
+    assert all(t.tolist() == [7] and c.tolist() == [1] for t, c in found.values()), found

@@ -44,7 +44,7 @@ class BatchDrafter:
     """Draft for many sequences by id, exactly as one :class:`Drafter` per sequence would.
 
     ``static``, ``dynamic``, ``n_draft``, ``ngram_min``, ``ngram_max``,
-    ``tokenizer``, ``lock_timeout`` and ``max_dynamic_ngrams`` are
+    ``tokenizer``, ``lock_timeout``, ``save_every`` and ``max_dynamic_ngrams`` are
     Drafter's, shared by every sequence. At most ``max_seqs`` sequences are active at once.
     """
 
@@ -59,6 +59,7 @@ class BatchDrafter:
         *,
         tokenizer: object = None,
         lock_timeout: float = LOCK_TIMEOUT,
+        save_every: float = 0.0,
         max_dynamic_ngrams: int | None = None,
     ) -> None:
         self.max_seqs = check_int(max_seqs, "max_seqs", 1, 1 << 20)
@@ -68,8 +69,9 @@ class BatchDrafter:
         if static is not None and tokenizer is not None:
             static.check_tokenizer(tokenizer)
         shared, self.dynamic = dynamic_role(
-            dynamic, lock_timeout=lock_timeout, max_ngrams=max_dynamic_ngrams
+            dynamic, lock_timeout=lock_timeout, max_ngrams=max_dynamic_ngrams, save_every=save_every
         )
+        self._shared = shared
         # Every sequence's drafter shares the file (saves merge under its lock)
         # or, without one, the in-memory cache.
         shared_dynamic = shared or self.dynamic
@@ -218,6 +220,11 @@ class BatchDrafter:
         self._free.append(row)
         self._spare.append(drafter)
         drafter.finish()
+
+    def flush(self) -> None:
+        """Save what finished sequences added to a dynamic path and no save has written yet."""
+        if self._shared is not None:
+            self._shared.save()
 
     def tokens(self, seq_id: Hashable) -> np.ndarray:
         """Sequence ``seq_id`` so far, a copy."""

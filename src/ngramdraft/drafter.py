@@ -74,6 +74,11 @@ class Drafter:
     lock_timeout : float
         Seconds a save waits for a shared dynamic file's lock before it
         raises LockTimeoutError (the sequence's counts then wait for the next).
+    save_every : float
+        Seconds between saves of a dynamic path: ``finish()`` saves only if
+        that long has passed since the last save (0, the default: at every
+        finish). A server with a large dynamic file sets it and calls
+        :meth:`flush` on its way out.
     max_dynamic_ngrams : int, optional
         A budget for a long-lived dynamic cache: past it, a merge keeps the
         n-grams with the most samples (see NgramCache). Without one the cache
@@ -94,6 +99,7 @@ class Drafter:
         *,
         tokenizer: object = None,
         lock_timeout: float = LOCK_TIMEOUT,
+        save_every: float = 0.0,
         max_dynamic_ngrams: int | None = None,
         policy: "AdaptiveLength | None" = None,
     ) -> None:
@@ -105,7 +111,7 @@ class Drafter:
         self._warmup = _NO_WARMUP if self.static is None else self.static.prefault()
         self._frozen = empty_frozen() if self.static is None else self.static._frozen
         self._shared, self.dynamic = dynamic_role(
-            dynamic, lock_timeout=lock_timeout, max_ngrams=max_dynamic_ngrams
+            dynamic, lock_timeout=lock_timeout, max_ngrams=max_dynamic_ngrams, save_every=save_every
         )
         self.context = NgramCache("context")
         self._seq = np.zeros(256, dtype=np.int32)
@@ -256,6 +262,11 @@ class Drafter:
         else:
             self.dynamic.merge(self.context)
         self.context.clear()
+
+    def flush(self) -> None:
+        """Save what finished sequences added to a dynamic path and no save has written yet."""
+        if self._shared is not None:
+            self._shared.save()
 
     def _append(self, new):
         need = self._n + len(new)

@@ -15,6 +15,7 @@ only while its table changes, so drafts go on while a save writes the file.
 
 import os
 import threading
+import time
 from pathlib import Path
 
 from .atomic import locked
@@ -44,11 +45,17 @@ class SharedDynamicFile:
     cannot take the lock within ``lock_timeout`` seconds raises
     LockTimeoutError and keeps its counts pending for the next save.
     ``max_ngrams`` budgets the cache, and so the file (NgramCache's rule).
+    ``save_every`` spaces the saves: an ``add`` saves only if that many
+    seconds have passed since the last save (0: every add, the default), and
+    ``save()`` writes what is pending now. A server with a large file sets
+    it, so as not to rewrite the file for every request, and saves on the
+    way out: what is pending at a crash is lost to the file.
     """
 
-    def __init__(self, path, *, lock_timeout=LOCK_TIMEOUT, max_ngrams=None):
+    def __init__(self, path, *, lock_timeout=LOCK_TIMEOUT, max_ngrams=None, save_every=0.0):
         self.path = Path(path)
         self.lock_timeout = lock_timeout
+        self.save_every = save_every
         with locked(self.path, lock_timeout):
             self._seen = _state(self.path)
             exists = self._seen is not None
@@ -56,17 +63,21 @@ class SharedDynamicFile:
             self.cache = as_mutable(self.path, max_ngrams=max_ngrams)
         self.pending = NgramCache()
         self._writing = threading.Lock()
+        self._saved_at = time.monotonic()
 
     def add(self, cache):
-        """Merge ``cache`` (a finished sequence's context) in, and save."""
+        """Merge ``cache`` (a finished sequence's context) in, and save (see ``save_every``)."""
         with self._writing:
             self.cache.merge(cache)
             self.pending.merge(cache)
-            self._save()
+            if time.monotonic() - self._saved_at >= self.save_every:
+                self._save()
 
     def save(self):
+        """Write what is pending now (nothing to write: no save)."""
         with self._writing:
-            self._save()
+            if len(self.pending):
+                self._save()
 
     def _save(self):
         with locked(self.path, self.lock_timeout):
@@ -78,9 +89,10 @@ class SharedDynamicFile:
             self.cache.save(self.path, self.format)
             self._seen = _state(self.path)
             self.pending.clear()
+            self._saved_at = time.monotonic()
 
 
-def dynamic_role(dynamic, *, lock_timeout=LOCK_TIMEOUT, max_ngrams=None):
+def dynamic_role(dynamic, *, lock_timeout=LOCK_TIMEOUT, max_ngrams=None, save_every=0.0):
     """(SharedDynamicFile or None, NgramCache) for what a drafter was given as ``dynamic``.
 
     A path becomes a shared file (a static cache's path is refused: saving
@@ -95,6 +107,8 @@ def dynamic_role(dynamic, *, lock_timeout=LOCK_TIMEOUT, max_ngrams=None):
                 f"{dynamic}: a static cache; finish() would overwrite it with a dynamic one. "
                 "Pass it as static=, and give dynamic= a file of its own"
             )
-        shared = SharedDynamicFile(dynamic, lock_timeout=lock_timeout, max_ngrams=max_ngrams)
+        shared = SharedDynamicFile(
+            dynamic, lock_timeout=lock_timeout, max_ngrams=max_ngrams, save_every=save_every
+        )
         return shared, shared.cache
     return None, as_mutable(dynamic, "dynamic", max_ngrams)

@@ -56,7 +56,9 @@ class NgramProposer:
     Class attributes, for a subclass to set: ``static`` and ``dynamic``
     (paths or caches, as for :class:`~ngramdraft.Drafter`; default from
     ``NGRAMDRAFT_STATIC`` / ``NGRAMDRAFT_DYNAMIC``), ``ngram_min``,
-    ``ngram_max``, ``max_dynamic_ngrams``. ``n_draft`` is vLLM's
+    ``ngram_max``, ``max_dynamic_ngrams``, ``save_every`` (seconds between
+    saves of a dynamic path, 30 by default: a server does not rewrite the
+    file for every request; ``close()``, at exit, saves the rest). ``n_draft`` is vLLM's
     ``num_speculative_tokens``, and up to vLLM's ``max_num_seqs`` requests
     are followed at once.
 
@@ -69,6 +71,7 @@ class NgramProposer:
     ngram_min = 1
     ngram_max = 4
     max_dynamic_ngrams = None
+    save_every = 30.0
 
     def __init__(self, vllm_config):
         spec = vllm_config.speculative_config
@@ -83,6 +86,7 @@ class NgramProposer:
             ngram_max=self.ngram_max,
             max_seqs=max_seqs,
             max_dynamic_ngrams=self.max_dynamic_ngrams,
+            save_every=self.save_every,
         )
         self._row_ids = [None] * max_seqs  # the sequence each batch row held last step
         self._next_id = 0
@@ -95,11 +99,12 @@ class NgramProposer:
         """vLLM's CPU runner loads every proposer's model: this one has none."""
 
     def close(self):
-        """Finish every sequence still followed into the dynamic cache (saved if a path)."""
+        """Finish every sequence still followed into the dynamic cache, and save a path."""
         for seq_id in {s for s in self._row_ids if s is not None}:
             self.batch.finish(seq_id)
             self.stats["finished"] += 1
         self._row_ids = [None] * len(self._row_ids)
+        self.batch.flush()
 
     def propose(self, sampled_token_ids, num_tokens_no_spec, token_ids_cpu, slot_mappings=None):
         """One draft per batch row (a list of token ids, empty for none)."""
