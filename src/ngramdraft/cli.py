@@ -16,8 +16,9 @@ from pathlib import Path
 
 from ._version import __version__
 from .atomic import atomic_output
+from .build import build_static
 from .cache import NgramCache, file_format, file_kind
-from .corpus import TextFileSource, add_corpus_arguments, build_from_args, cache_dir, tokenize
+from .corpus import Corpus, DatasetSource, TextFileSource, cache_dir, tokenize
 from .errors import EmptyCacheWarning, InvalidParameterError, NgramdraftError, NgramdraftWarning
 from .policy import AdaptiveLength
 from .replay import replay
@@ -362,8 +363,78 @@ def cmd_serve(args):
     )
 
 
+def add_corpus_arguments(p):
+    g = p.add_argument_group("corpus (text is tokenized; token files are used as they are)")
+    g.add_argument(
+        "--dataset", metavar="NAME", help="Hugging Face dataset, e.g. Salesforce/wikitext"
+    )
+    g.add_argument("--config", metavar="NAME", help="dataset config, e.g. wikitext-103-raw-v1")
+    g.add_argument(
+        "--split", default="train", metavar="NAME", help="dataset split (default: train)"
+    )
+    g.add_argument(
+        "--data-files",
+        nargs="+",
+        metavar="FILE",
+        help="local text/jsonl/parquet/csv files, read by the same datasets builders",
+    )
+    g.add_argument(
+        "--text-column",
+        default="text",
+        metavar="NAME",
+        help="column holding the text in --dataset/--data-files (default: text)",
+    )
+    g.add_argument(
+        "--tokenizer",
+        metavar="NAME",
+        help="bundled encoding (llama3, qwen3, cl100k_base, o200k_base), a GGUF model "
+        "(MODEL.gguf: its own vocabulary), a tokenizer.json path, or a hub name",
+    )
+    g.add_argument(
+        "--separate-documents",
+        action="store_true",
+        help="no 2-gram crosses a document boundary (default: one joined sequence, "
+        "as llama-lookup-create)",
+    )
+    g.add_argument(
+        "--token-cache",
+        metavar="DIR",
+        help="where token arrays are kept for reuse (default $NGRAMDRAFT_CACHE "
+        "or ~/.cache/ngramdraft)",
+    )
+
+
+def corpus_from_args(args):
+    """The Corpus that build-static's arguments name."""
+    if args.dataset or args.data_files:
+        if args.inputs:
+            raise InvalidParameterError(
+                "give exactly one corpus: token files, text files, --dataset or --data-files"
+            )
+        inputs = DatasetSource(
+            args.dataset, args.config, args.split, args.data_files, args.text_column
+        )
+    else:
+        inputs = args.inputs
+    return Corpus.of(inputs, args.tokenizer, args.separate_documents)
+
+
 def cmd_build_static(args):
-    header = build_from_args(args)
+    corpus = corpus_from_args(args)
+    if args.cluster:
+        from .distributed import build_on
+
+        header = build_on(
+            args.cluster, corpus, args.output, memory_limit=args.memory_limit, quiet=args.quiet
+        )
+    else:
+        header = build_static(
+            corpus.sources(args.token_cache, quiet=args.quiet),
+            args.output,
+            memory_limit=args.memory_limit,
+            meta=corpus.meta(),
+            quiet=args.quiet,
+        )
     if header.n_keys == 0:
         warnings.warn(
             f"{args.output}: the corpus has {header.n_source_tokens} tokens and no 2-gram "

@@ -19,6 +19,12 @@ a second build (another memory limit, documents joined or apart) skips
 tokenizing. Documents are split at blank lines into pieces for the batch
 encoder, each piece keeping its blank line, as the shared parity data was
 tokenized; the ids of all pieces are concatenated.
+
+A :class:`Corpus` is one build's input, checked (token files, text files or
+a dataset split; the tokenizer; documents joined or apart): what it records
+in the file's meta, and its sources for a build on this machine. The
+command line's arguments for it live in ``cli``, the distributed build in
+``distributed``.
 """
 
 import json
@@ -34,7 +40,7 @@ import numpy as np
 import xxhash
 
 from .atomic import atomic_output
-from .build import TokenSource, build_static
+from .build import TokenSource
 from .errors import CorpusError, InvalidParameterError
 from .progress import Progress
 from .tokenfile import RAW_SUFFIXES, TokenFile
@@ -50,47 +56,6 @@ BUILDERS = {
 }
 HUB_TIMEOUT = 3.0
 BATCH_CHARS = 8 << 20
-
-
-def add_corpus_arguments(p):
-    g = p.add_argument_group("corpus (text is tokenized; token files are used as they are)")
-    g.add_argument(
-        "--dataset", metavar="NAME", help="Hugging Face dataset, e.g. Salesforce/wikitext"
-    )
-    g.add_argument("--config", metavar="NAME", help="dataset config, e.g. wikitext-103-raw-v1")
-    g.add_argument(
-        "--split", default="train", metavar="NAME", help="dataset split (default: train)"
-    )
-    g.add_argument(
-        "--data-files",
-        nargs="+",
-        metavar="FILE",
-        help="local text/jsonl/parquet/csv files, read by the same datasets builders",
-    )
-    g.add_argument(
-        "--text-column",
-        default="text",
-        metavar="NAME",
-        help="column holding the text in --dataset/--data-files (default: text)",
-    )
-    g.add_argument(
-        "--tokenizer",
-        metavar="NAME",
-        help="bundled encoding (llama3, qwen3, cl100k_base, o200k_base), a GGUF model "
-        "(MODEL.gguf: its own vocabulary), a tokenizer.json path, or a hub name",
-    )
-    g.add_argument(
-        "--separate-documents",
-        action="store_true",
-        help="no 2-gram crosses a document boundary (default: one joined sequence, "
-        "as llama-lookup-create)",
-    )
-    g.add_argument(
-        "--token-cache",
-        metavar="DIR",
-        help="where token arrays are kept for reuse (default $NGRAMDRAFT_CACHE "
-        "or ~/.cache/ngramdraft)",
-    )
 
 
 class DatasetSource:
@@ -384,20 +349,6 @@ class Corpus:
         texts = [p for p in files if p not in tokens]
         return cls(tokens, texts, tokenizer=tokenizer, separate=separate)
 
-    @classmethod
-    def from_args(cls, args):
-        if args.dataset or args.data_files:
-            inputs = DatasetSource(
-                args.dataset, args.config, args.split, args.data_files, args.text_column
-            )
-            if args.inputs:
-                raise InvalidParameterError(
-                    "give exactly one corpus: token files, text files, --dataset or --data-files"
-                )
-        else:
-            inputs = args.inputs
-        return cls.of(inputs, args.tokenizer, args.separate_documents)
-
     def meta(self):
         """What the cache file records of its corpus and tokenizer."""
         meta = {"documents": "separate" if self.separate else "joined"}
@@ -417,21 +368,3 @@ class Corpus:
             self.source, load_tokenizer(self.tokenizer), cache_dir(token_cache), quiet=quiet
         )
         return [TokenSource(tokens, starts=starts if self.separate else None)]
-
-
-def build_from_args(args):
-    """The build-static command: a corpus -> a static cache, here or on a Dask cluster."""
-    corpus = Corpus.from_args(args)
-    if args.cluster:
-        from .distributed import build_on
-
-        return build_on(
-            args.cluster, corpus, args.output, memory_limit=args.memory_limit, quiet=args.quiet
-        )
-    return build_static(
-        corpus.sources(args.token_cache, quiet=args.quiet),
-        args.output,
-        memory_limit=args.memory_limit,
-        meta=corpus.meta(),
-        quiet=args.quiet,
-    )
