@@ -183,3 +183,22 @@ def test_a_task_that_keeps_killing_its_workers_is_named(tmp_path):
     ):  # fmt: skip
         D.build(c, Corpus.of([tokens]), out, shard_tokens=10_000_000)
     assert not out.exists()
+
+
+@pytest.mark.parametrize("separate", [False, True])
+def test_files_of_many_blocks_in_shards_of_several(tmp_path, monkeypatch, separate):
+    """Small blocks (a threaded cluster sees the patched size): edges fall inside files too."""
+    from ngramdraft import corpus as C
+
+    monkeypatch.setattr(C, "BATCH_CHARS", 4096)
+    monkeypatch.setattr(D, "BATCH_CHARS", 4096)
+    corpus = Corpus.of(BOOKS, "llama3", separate)
+    expected = _single(corpus, tmp_path / "single.ngd", tmp_path)
+    with (
+        distributed.LocalCluster(n_workers=2, processes=False, dashboard_address=":0") as cluster,
+        distributed.Client(cluster) as c,
+    ):
+        shards = D.plan_shards(c, corpus, shard_tokens=3000)  # about 12 KB: three blocks
+        assert len(shards) > 30 and max(len(s.blocks) for s in shards) > 1
+        D.build(c, corpus, tmp_path / "dist.ngd", shard_tokens=3000)
+    assert (tmp_path / "dist.ngd").read_bytes() == expected
