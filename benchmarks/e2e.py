@@ -55,13 +55,15 @@ MODEL = corpora.DATA / "qwen25-05b-llama3-q8_0.gguf"
 DRAFTERS = ("none", "lookup", "context", "static", "adaptive")
 WORKLOADS = ("open-ended", "edit", "templated")
 N_DRAFT = 8
-# The opt-in policy's settings by drafter name: its default, and each of its
-# two parts alone (benchmarks/policy.py replays the same ones).
-POLICIES = {
+# The opt-in policies by drafter name: AdaptiveLength's default and each of
+# its two parts alone, and CostAwareLength given this engine's pass costs
+# (benchmarks/policy.py replays the same ones).
+ADAPTIVE = {
     "adaptive": {},
     "adaptive-length": {"off_below": 0.0},
     "auto-off": {"n_min": N_DRAFT},
 }
+POLICIES = (*ADAPTIVE, "cost-aware")
 THREADS = 2
 
 
@@ -169,10 +171,19 @@ MAKERS = {"open-ended": open_ended, "edit": edit, "templated": templated}
 # -- one run (a fresh process) ---------------------------------------------------
 
 
-def make_drafter(name, quick):
+def make_policy(name, pass_cost=None):
+    """The opt-in policy a drafter name stands for (pass_cost: a pass over 1..9 tokens, s)."""
+    from ngramdraft import AdaptiveLength, CostAwareLength
+
+    if name == "cost-aware":
+        return CostAwareLength(pass_cost)
+    return AdaptiveLength(**ADAPTIVE[name])
+
+
+def make_drafter(name, quick, llama=None):
     from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
 
-    from ngramdraft import AdaptiveLength, NgramCache
+    from ngramdraft import NgramCache
     from ngramdraft.integrations.llama_cpp import NgramDraftModel
 
     if name == "none":
@@ -180,7 +191,10 @@ def make_drafter(name, quick):
     if name == "lookup":
         return LlamaPromptLookupDecoding(num_pred_tokens=N_DRAFT)
     static = static_cache(quick) if name == "static" or name in POLICIES else None
-    policy = AdaptiveLength(**POLICIES[name]) if name in POLICIES else None
+    policy = None
+    if name in POLICIES:  # CostAwareLength gets the pass costs of `llama`, measured here
+        cost = list(pass_costs(llama).values()) if name == "cost-aware" else None
+        policy = make_policy(name, cost)
     return NgramDraftModel(static=static, dynamic=NgramCache(), n_draft=N_DRAFT, policy=policy)
 
 
@@ -224,7 +238,7 @@ def run_one(workload, drafter, n, quick):
     llama = load_llama(
         MODEL, n_ctx=n_ctx, n_threads=THREADS, n_threads_batch=THREADS, logits_all=True
     )
-    draft_model = make_drafter(drafter, quick)
+    draft_model = make_drafter(drafter, quick, llama)
     seconds = passes = drafted = accepted = tokens = 0
     for prompt, text in requests:
         s, p, d, a = teacher_forced(llama, draft_model, prompt, text)
@@ -250,18 +264,15 @@ def batch_cost(reps=7):
     llama = load_llama(
         MODEL, n_ctx=2048, n_threads=THREADS, n_threads_batch=THREADS, logits_all=True
     )
-    context = corpora.test_stream(1024).tolist()
-    llama.eval(context)
-    out = {}
-    for k in range(1, N_DRAFT + 2):
-        times = []
-        for _ in range(reps):
-            llama.n_tokens = len(context)
-            t0 = time.perf_counter()
-            llama.eval(context[:k])
-            times.append(time.perf_counter() - t0)
-        out[k] = float(np.median(times))
-    return out
+    return pass_costs(llama, reps)
+
+
+def pass_costs(llama, reps=7):
+    """batch_cost on a loaded model, as {k: seconds}."""
+    from ngramdraft.integrations.llama_cpp import measure_pass_cost
+
+    costs = measure_pass_cost(llama, N_DRAFT + 1, context=1024, reps=reps)
+    return dict(enumerate(costs, start=1))
 
 
 def drafter_cost(quick, n_ctx=8192, calls=400):
@@ -337,6 +348,7 @@ LABELS = {
     "adaptive": "ngramdraft (+ static, opt-in AdaptiveLength)",
     "adaptive-length": "ngramdraft (+ static, AdaptiveLength's length alone)",
     "auto-off": "ngramdraft (+ static, AdaptiveLength's auto-off alone)",
+    "cost-aware": "ngramdraft (+ static, opt-in CostAwareLength)",
 }
 
 

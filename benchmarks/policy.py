@@ -11,7 +11,9 @@ same text. Policies:
 * ``exact``: llama.cpp's rules (no policy);
 * ``adaptive``: ``AdaptiveLength()``, the default of the opt-in policy;
 * ``adaptive-length``: ``AdaptiveLength(off_below=0)``, the draft length alone;
-* ``auto-off``: ``AdaptiveLength(n_min=8)``, full-length drafts and the pause alone.
+* ``auto-off``: ``AdaptiveLength(n_min=8)``, full-length drafts and the pause alone;
+* ``cost-aware``: ``CostAwareLength`` given the same pass costs the speed is
+  priced with (a user measures them on their engine once).
 
 Speed comes from the cost of a forward pass over k tokens that
 ``benchmarks/e2e.py`` measured on the engine (``batch_cost_s`` in its results
@@ -33,15 +35,15 @@ sys.path.insert(0, str(HERE))
 import corpora  # noqa: E402
 import e2e  # noqa: E402
 
-POLICIES = {"exact": None, **e2e.POLICIES}
+POLICIES = ("exact", *e2e.POLICIES)
 
 
-def replay(requests, static, policy):
+def replay(requests, static, name, pass_cost):
     """(tokens, passes, drafted, accepted, per-pass draft lengths) of one workload."""
-    from ngramdraft import AdaptiveLength, Drafter, NgramCache
+    from ngramdraft import Drafter, NgramCache
 
-    kwargs = {} if policy is None else {"policy": AdaptiveLength(**policy)}
-    drafter = Drafter(static=static, dynamic=NgramCache(), n_draft=e2e.N_DRAFT, **kwargs)
+    policy = None if name == "exact" else e2e.make_policy(name, pass_cost)
+    drafter = Drafter(static=static, dynamic=NgramCache(), n_draft=e2e.N_DRAFT, policy=policy)
     tokens = passes = drafted = accepted = 0
     lengths = []
     for prompt, text in requests:
@@ -76,8 +78,9 @@ def main():
     rows = []
     for workload in e2e.WORKLOADS:
         requests = e2e.MAKERS[workload](args.tokens)
-        for name, policy in POLICIES.items():
-            tokens, passes, drafted, accepted, lengths = replay(requests, static, policy)
+        for name in POLICIES:
+            pass_cost = [cost[k] for k in sorted(cost)]
+            tokens, passes, drafted, accepted, lengths = replay(requests, static, name, pass_cost)
             seconds = sum(cost[1 + k] for k in lengths)
             rows.append(
                 {

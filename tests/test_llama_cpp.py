@@ -12,7 +12,13 @@ import pytest
 
 llama_cpp = pytest.importorskip("llama_cpp")
 
-from ngramdraft import NgramCache, StaticCache, TokenizerMismatchError  # noqa: E402
+from ngramdraft import (  # noqa: E402
+    AdaptiveLength,
+    CostAwareLength,
+    NgramCache,
+    StaticCache,
+    TokenizerMismatchError,
+)
 from ngramdraft.errors import (  # noqa: E402
     InvalidParameterError,
     ModelFileError,
@@ -23,6 +29,7 @@ from ngramdraft.integrations.llama_cpp import (  # noqa: E402
     NgramDraftModel,
     generate,
     load_llama,
+    measure_pass_cost,
 )
 from ngramdraft.random_gguf import TINY, write_random_gguf  # noqa: E402
 
@@ -75,6 +82,16 @@ def test_ngramdraft_is_lossless_and_drafts(llama, prompt, reference):
     out = generate(llama, prompt, N, NgramDraftModel())
     assert out.tokens == reference
     assert out.accepted > 50 and out.passes < N
+
+
+def test_opt_in_policies_are_lossless(llama, prompt, reference):
+    for policy in (
+        AdaptiveLength(),
+        CostAwareLength([1.0, 1.4, 2.0, 1.9, 2.5, 2.3, 2.9, 2.5, 3.3]),
+    ):
+        out = generate(llama, prompt, N, NgramDraftModel(policy=policy))
+        assert out.tokens == reference
+        assert out.accepted > 0
 
 
 def test_oracle_and_garbage_drafts_are_lossless(llama, prompt, reference):
@@ -178,6 +195,23 @@ def test_generate_cli_compares_and_is_lossless(tiny_gguf, tmp_path, cli):
     assert figures["ngramdraft"]["forward_passes"] < figures["no drafting"]["forward_passes"]
     status, out, _ = cli("generate", tiny_gguf, "-p", "the sea", "-n", 20, "-c", 512)
     assert status == 0 and "tokens/s" in out and "forward passes" in out
+
+
+def test_generate_cli_with_the_cost_aware_policy_is_lossless(tiny_gguf, cli):
+    args = ("generate", tiny_gguf, "-p", PROMPT.decode(), "-n", 120, "-c", 1024, "--compare")
+    status, out, err = cli(*args, "--cost-aware", "--json")
+    assert status == 0, err
+    assert json.loads(out)["identical"] is True
+    status, _, err = cli(*args, "--cost-aware", "--adaptive")
+    assert status != 0 and "choose one" in err
+
+
+def test_pass_costs_are_measured_per_batch_size(llama, tiny_gguf):
+    costs = measure_pass_cost(llama, 5, context=64, reps=2)
+    assert len(costs) == 5 and min(costs) > 0
+    assert llama.n_tokens == 0  # reset for the caller
+    small = load_llama(tiny_gguf, n_ctx=48)  # a context shorter than asked for: clipped
+    assert len(measure_pass_cost(small, 9, context=1024, reps=1)) == 9
 
 
 @pytest.mark.parametrize(

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from ngramdraft import AdaptiveLength, Drafter, InvalidParameterError
+from ngramdraft import AdaptiveLength, CostAwareLength, Drafter, InvalidParameterError
 
 LOOP = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10] * 8
 
@@ -58,3 +58,86 @@ def test_a_policy_is_followed_through_sync():
     assert len(drafter.draft()) == 6
     drafter.sync(np.append(seq, 42))  # the engine's next sequence: a rejection
     assert drafter._policy.length == 5
+
+
+def test_cost_aware_submits_whole_drafts_when_passes_cost_the_same():
+    plain = Drafter(n_draft=6)
+    flat = Drafter(n_draft=6, policy=CostAwareLength([1.0] * 7))
+    rng = np.random.default_rng(3)
+    seq = [int(t) for t in rng.integers(0, 5, 60)]
+    for d in (plain, flat):
+        d.start(seq[:10])
+    for t in seq[10:]:
+        assert flat.draft().tolist() == plain.draft().tolist()
+        flat.accept([t])
+        plain.accept([t])
+
+
+def test_cost_aware_cuts_drafts_that_fail_and_restores_them_when_they_hold():
+    policy = CostAwareLength([1, 1.5, 2, 2.5, 3, 3.5, 4], decay=0.8)
+    policy.start(6)
+    for _ in range(20):
+        policy.learn(6, 0)  # six-token drafts, wrong from their first token
+    assert policy.length_of(6) == 0
+    for _ in range(20):
+        policy.learn(6, 6)  # right whole, submitted or not
+    assert policy.length_of(6) == 6
+    for _ in range(20):
+        policy.learn(6, 2)  # right for two tokens: a pass of 3 is the cheapest per token
+    assert policy.length_of(6) == 2
+
+
+class _Recording(CostAwareLength):
+    """Submits nothing and records what it learns."""
+
+    def length_of(self, full):
+        self.drafts = [*getattr(self, "drafts", []), full]
+        return 0
+
+    def learn(self, full, matched):
+        self.learned = [*getattr(self, "learned", []), (full, matched)]
+
+
+def test_drafts_not_submitted_still_teach_a_learning_policy():
+    drafter = Drafter(n_draft=6, policy=_Recording([1.0] * 7))
+    drafter.start(LOOP)  # ... 9, 10: the loop drafts 1, 2, 3, 4, 5, 6
+    assert drafter.draft().tolist() == []
+    for token in [1, 2, 3]:
+        drafter.accept([token])
+        drafter.draft()
+    drafter.accept([99])  # the draft made after 1, 2, 3 (4, 5, 6, 7, 8, 9) is wrong at once
+    learned = drafter._policy.learned
+    # Settled so far: the draft after "3" (wrong at its first token), and the
+    # first draft (1 2 3 right, then 4 against 99).
+    assert (6, 3) in learned and (6, 0) in learned
+    for token in [4, 5, 6, 7, 8, 9]:
+        drafter.accept([token])
+    assert len(drafter._policy.learned) == len(drafter._policy.drafts)
+
+
+def test_cost_aware_settings_are_named():
+    for bad in ([], [1.0], [1.0, -2.0], [1.0, float("nan")]):
+        with pytest.raises(InvalidParameterError, match="pass_cost"):
+            CostAwareLength(bad)
+    with pytest.raises(InvalidParameterError, match="decay"):
+        CostAwareLength([1, 2], decay=0)
+    with pytest.raises(InvalidParameterError, match="n_draft=8"):
+        Drafter(n_draft=8, policy=CostAwareLength([1, 2, 3])).start([1, 2])
+
+
+def test_a_rewind_drops_the_drafts_a_policy_waits_on():
+    drafter = Drafter(n_draft=6, policy=_Recording([1.0] * 7))
+    drafter.start(LOOP)
+    drafter.draft()  # made at the end of LOOP: 1 2 3 4 5 6
+    drafter.accept([1, 2])
+    drafter.rewind(2)  # the engine rolls back: the draft's position is gone
+    drafter.accept([7, 7, 7, 7, 7, 7, 7])
+    assert getattr(drafter._policy, "learned", []) == []
+
+
+def test_drafting_without_accepting_keeps_a_bounded_queue():
+    drafter = Drafter(n_draft=6, policy=_Recording([1.0] * 7))
+    drafter.start(LOOP)
+    for _ in range(500):
+        drafter.draft()
+    assert len(drafter._shadows) == 64

@@ -20,7 +20,7 @@ from .errors import (
     UnsupportedVersionError,
     WrongFileKindError,
 )
-from .policy import AdaptiveLength
+from .policy import AdaptiveLength, CostAwareLength
 from .replay import ReplayResult, replay
 from .static import StaticCache
 
@@ -32,6 +32,7 @@ __all__ = [
     "ChecksumError",
     "CorpusError",
     "CorruptFileError",
+    "CostAwareLength",
     "Drafter",
     "InvalidParameterError",
     "InvalidTokensError",

@@ -20,7 +20,7 @@ from .build import build_static
 from .cache import NgramCache, file_format, file_kind
 from .corpus import Corpus, DatasetSource, TextFileSource, cache_dir, tokenize
 from .errors import EmptyCacheWarning, InvalidParameterError, NgramdraftError, NgramdraftWarning
-from .policy import AdaptiveLength
+from .policy import AdaptiveLength, CostAwareLength
 from .replay import replay
 from .shared import format_for
 from .static import StaticCache, as_static
@@ -224,6 +224,13 @@ def _parser():
         action="store_true",
         help="also generate without drafting: speedup, and whether the outputs are identical",
     )
+    g.add_argument(
+        "--cost-aware",
+        action="store_true",
+        help="opt-in, beyond llama.cpp's rules: measure this model's forward-pass cost per "
+        "batch size, then submit the part of each draft that promises the most tokens per "
+        "second (ngramdraft.CostAwareLength)",
+    )
     g.add_argument("--json", action="store_true", help="figures as one JSON object on stdout")
 
     s = _subcommand(
@@ -286,10 +293,11 @@ def _add_cache_arguments(p, dynamic_help):
     )
 
 
-def _draft_model(args):
+def _draft_model(args, policy=None):
     from .integrations.llama_cpp import NgramDraftModel
 
-    policy = AdaptiveLength() if args.adaptive else None
+    if policy is None and args.adaptive:
+        policy = AdaptiveLength()
     return NgramDraftModel(
         static=args.static, dynamic=args.dynamic, n_draft=args.n_draft, policy=policy
     )
@@ -302,10 +310,16 @@ def cmd_generate(args):
         text = Path(args.prompt_file).read_text(encoding="utf-8")
     else:
         text = args.prompt
+    if args.cost_aware and args.adaptive:
+        raise InvalidParameterError("--adaptive and --cost-aware are two policies: choose one")
     draft = _draft_model(args)
     llama = engine.load_llama(
         args.model, draft_model=draft, n_ctx=args.n_ctx, n_threads=args.threads
     )
+    if args.cost_aware:  # the policy needs this model's pass costs, measured once here
+        cost = engine.measure_pass_cost(llama, args.n_draft + 1)
+        draft = _draft_model(args, CostAwareLength(cost))
+        draft.check_model(llama)
     prompt = llama.tokenize(text.encode("utf-8"), add_bos=True)
     if len(prompt) + args.n_predict > args.n_ctx:
         raise InvalidParameterError(

@@ -26,11 +26,12 @@ if TYPE_CHECKING:
     from numpy.typing import ArrayLike
 
     from .cache import Cache
-    from .policy import AdaptiveLength
+    from .policy import AdaptiveLength, CostAwareLength
     from .static import StaticCache
 
 MAX_DRAFT = 4096
 REPLY_ROOM = 256  # tokens a new sequence's context table has room for past its prompt
+MAX_SHADOWS = 64  # whole drafts a learning policy may wait on (each settles within n_draft tokens)
 
 
 _NONE = np.zeros(0, dtype=np.int32)
@@ -83,7 +84,7 @@ class Drafter:
         A budget for a long-lived dynamic cache: past it, a merge keeps the
         n-grams with the most samples (see NgramCache). Without one the cache
         grows as llama.cpp's does.
-    policy : AdaptiveLength, optional
+    policy : AdaptiveLength or CostAwareLength, optional
         Opt-in, beyond llama.cpp's rules: draft lengths that follow the
         sequence's acceptance, and pauses where little is accepted (see
         :mod:`ngramdraft.policy`). The drafter keeps its own copy.
@@ -101,7 +102,7 @@ class Drafter:
         lock_timeout: float = LOCK_TIMEOUT,
         save_every: float = 0.0,
         max_dynamic_ngrams: int | None = None,
-        policy: "AdaptiveLength | None" = None,
+        policy: "AdaptiveLength | CostAwareLength | None" = None,
     ) -> None:
         self.n_draft = check_int(n_draft, "n_draft", 1, MAX_DRAFT)
         self.ngram_min, self.ngram_max = check_ngram_range(ngram_min, ngram_max)
@@ -121,6 +122,8 @@ class Drafter:
         # its handles on the current arrays, which these references keep alive.
         self._policy = None if policy is None else copy.deepcopy(policy)
         self._last = _NONE  # the last draft, while a policy waits to see it verified
+        # Whole drafts (position, tokens) whose outcome a learning policy awaits.
+        self._shadows = [] if hasattr(self._policy, "learn") else None
         self._state = np.zeros(S.STATE_WORDS, dtype=np.int64)
         self._state[S.N_DRAFT : S.NMAX + 1] = (self.n_draft, self.ngram_min, self.ngram_max)
         frozen_handle(self._frozen, self._state, S.STAT)
@@ -154,6 +157,8 @@ class Drafter:
         if self._policy is not None:
             self._policy.start(self.n_draft)
             self._last = _NONE
+            if self._shadows is not None:
+                self._shadows = []
 
     def draft(self) -> np.ndarray:
         """Up to n_draft tokens (int32) the model is likely to produce next."""
@@ -185,9 +190,7 @@ class Drafter:
         if not self._started:
             self._require_started()
         if self._policy is not None:
-            tokens = as_tokens(tokens, "tokens")
-            self._observe(tokens)
-            self._append(tokens)
+            self._append_observed(as_tokens(tokens, "tokens"))
             return
         if type(tokens) is list and len(tokens) == 1 and type(tokens[0]) is int:
             token = tokens[0]  # the commonest call, checked and passed without numpy
@@ -212,6 +215,10 @@ class Drafter:
         if missing:  # the context and the sequence disagree: a bug, not bad input
             raise AssertionError(f"rewind found {missing} counts missing from the context")
         self._state[S.N] -= int(n)
+        if self._policy is not None:  # the drafts pending were made past the new end
+            self._last = _NONE
+            if self._shadows is not None:
+                self._shadows = []
 
     def sync(self, sequence: "ArrayLike") -> None:
         """Follow an engine that hands over the whole sequence at every step.
@@ -234,8 +241,9 @@ class Drafter:
                 if len(arr) > n:
                     new = as_tokens(arr[n:], "sequence")
                     if self._policy is not None:
-                        self._observe(new)
-                    self._append(new)
+                        self._append_observed(new)
+                    else:
+                        self._append(new)
                 return
             self.finish()
         self.start(sequence)
@@ -292,15 +300,21 @@ class Drafter:
         self._state = row
 
     def _draft_by_policy(self):
-        n = self._policy.next_length()
-        if n == 0:
-            self._last = _NONE
-            return _NONE.copy()
-        self._state[S.N_DRAFT] = n
-        d = S.draft_state(self._state)
-        self._state[S.N_DRAFT] = self.n_draft
-        self._last = self._drafted(d)
+        # The whole draft costs microseconds; the policy decides what a pass costs.
+        full = self._drafted(S.draft_state(self._state))
+        self._last = full[: self._policy.length_of(len(full))]
+        if self._shadows is not None and len(full):
+            if len(self._shadows) >= MAX_SHADOWS:  # drafts again and again, accepting nothing
+                del self._shadows[0]
+            self._shadows.append((self._n, full))
         return self._last.copy()
+
+    def _append_observed(self, new):
+        """_append, telling the policy what became of its drafts."""
+        self._observe(new)
+        self._append(new)
+        if self._shadows:
+            self._learn()
 
     def _observe(self, new):
         """Tell the policy how much of the last draft the model accepted (new starts with it)."""
@@ -309,6 +323,22 @@ class Drafter:
             m = min(len(last), len(new))
             wrong = np.flatnonzero(last[:m] != new[:m])
             self._policy.observe(len(last), int(wrong[0]) if len(wrong) else m)
+
+    def _learn(self):
+        """Tell a learning policy how many leading tokens of each whole draft proved right.
+
+        A draft made at position n0 is settled once the sequence shows its
+        first wrong token, or all of it: the tokens it did not submit too.
+        """
+        n, waiting = self._n, []
+        for n0, full in self._shadows:
+            known = min(n - n0, len(full))
+            wrong = np.flatnonzero(full[:known] != self._seq[n0 : n0 + known])
+            if len(wrong) or known == len(full):
+                self._policy.learn(len(full), int(wrong[0]) if len(wrong) else known)
+            else:
+                waiting.append((n0, full))
+        self._shadows = waiting
 
     def _point(self):
         """Point the state's table handles at the tables' current arrays (after growth)."""

@@ -1,22 +1,44 @@
-"""Opt-in drafting policies beyond llama.cpp's rules: adaptive draft length and auto-off.
+"""Opt-in drafting policies beyond llama.cpp's rules: how much of each draft to submit.
 
 Without a policy a Drafter drafts exactly as llama.cpp does. On a CPU, a
 forward pass over k+1 tokens costs up to three times one over a single
 token (``benchmarks/e2e.py`` measures it), so drafts the model rejects are
 not free: where little is accepted (open-ended text), llama.cpp's rules can
-cost more than they save. A policy watches how much of each draft the model
-accepted and sets the length of the next.
+cost more than they save. A policy sees each draft llama.cpp's rules make
+and says how many of its tokens to submit; the drafts themselves stay
+llama.cpp's, cut shorter.
+
+The protocol (a Drafter keeps its own copy of the policy):
+
+* ``start(n_draft)``: a new sequence;
+* ``length_of(full)``: how many of the ``full`` tokens of this step's draft to
+  submit (0: none);
+* ``observe(submitted, accepted)``: at the next accept, how many of the
+  submitted tokens the model accepted;
+* ``learn(full, matched)`` (optional): once the sequence shows it, how many
+  leading tokens of a whole draft were right, submitted or not.
 
 ``AdaptiveLength``: the length grows by 2 after a draft accepted whole and
 shrinks by 1 after any rejection (transformers' heuristic for assistant
 models), between ``n_min`` and the drafter's ``n_draft``; and drafting
 pauses for ``retry_after`` steps whenever, over the last ``window`` drafts,
 fewer than ``off_below`` of the drafted tokens were accepted (auto-off with
-periodic retry). The drafts themselves are still llama.cpp's, cut shorter.
+periodic retry).
+
+``CostAwareLength``: given what a forward pass over k tokens costs on your
+engine, submit the number of tokens that promises the most tokens per unit
+of time. It learns, for each length of llama.cpp's draft, how often the
+draft's first j tokens are right, from every draft, including the tokens it
+did not submit (the sequence shows what followed them a few steps later):
+so it never needs to pay for a draft to learn about it, and never pauses
+blindly.
 """
 
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from .errors import InvalidParameterError
 
@@ -49,12 +71,12 @@ class AdaptiveLength:
         self._paused = 0
         self._recent = deque(maxlen=self.window)
 
-    def next_length(self):
-        """How many tokens the next draft may have (0 while paused)."""
+    def length_of(self, full):
+        """How many of this step's ``full`` drafted tokens to submit (0 while paused)."""
         if self._paused:
             self._paused -= 1
             return 0
-        return self.length
+        return min(full, self.length)
 
     def observe(self, drafted, accepted):
         """The model accepted ``accepted`` of the ``drafted`` tokens of the last draft."""
@@ -70,3 +92,63 @@ class AdaptiveLength:
             if sum(a for _, a in self._recent) < self.off_below * total:
                 self._paused = self.retry_after
                 self._recent.clear()
+
+
+@dataclass
+class CostAwareLength:
+    """Submit the part of each draft that promises the most tokens per unit of time.
+
+    ``pass_cost[k - 1]`` is the time (any unit) of one forward pass over k
+    tokens, for k = 1 .. n_draft + 1: measure it on the engine you serve
+    (``benchmarks/e2e.py`` does, as ``batch_cost_s``). For each length L of
+    llama.cpp's draft the policy keeps decayed counts of how often the first
+    j tokens were right; a draft of L tokens is then cut to the k <= L that
+    maximizes (1 + expected accepted tokens) / pass_cost[k]: all of it
+    where passes cost about the same whatever their size (a GPU), less or
+    nothing where they do not and the drafts of that length fail.
+    ``decay`` (0 < decay <= 1) forgets old drafts, so the policy follows
+    the text as it changes.
+    """
+
+    pass_cost: Sequence[float]
+    decay: float = 0.97
+    _seen: np.ndarray = field(default=None, init=False, repr=False)
+    _hit: np.ndarray = field(default=None, init=False, repr=False)
+
+    def __post_init__(self):
+        cost = np.asarray(self.pass_cost, dtype=np.float64)
+        if cost.ndim != 1 or len(cost) < 2 or not np.all(np.isfinite(cost)) or cost.min() <= 0:
+            raise InvalidParameterError(
+                "pass_cost must list the positive cost of a pass over 1, 2, ... tokens "
+                f"(at least two), got {self.pass_cost!r}"
+            )
+        if not 0.0 < self.decay <= 1.0:
+            raise InvalidParameterError(f"decay must be in (0, 1], got {self.decay!r}")
+        self.pass_cost = tuple(float(c) for c in cost / cost[0])
+
+    def start(self, n_draft):
+        """A new sequence; what was learned stays (the same engine, the same kind of text)."""
+        if len(self.pass_cost) < n_draft + 1:
+            raise InvalidParameterError(
+                f"pass_cost has {len(self.pass_cost)} costs: a drafter of n_draft={n_draft} "
+                f"needs the cost of passes of 1 .. {n_draft + 1} tokens"
+            )
+        if self._seen is None or len(self._seen) != n_draft + 1:
+            self._seen = np.ones(n_draft + 1)
+            self._hit = np.full((n_draft + 1, n_draft + 1), 0.5)  # a prior of one half
+
+    def length_of(self, full):
+        if full == 0:
+            return 0
+        right = self._hit[full, 1 : full + 1] / self._seen[full]  # P(first j tokens right)
+        tokens = 1.0 + np.concatenate(([0.0], np.cumsum(right)))
+        return int(np.argmax(tokens / np.asarray(self.pass_cost[: full + 1])))
+
+    def observe(self, submitted, accepted):
+        """Nothing to do: learn() sees every draft whole."""
+
+    def learn(self, full, matched):
+        """The first ``matched`` tokens of a draft of ``full`` tokens were right."""
+        self._seen[full] = self._seen[full] * self.decay + 1.0
+        self._hit[full] *= self.decay
+        self._hit[full, 1 : matched + 1] += 1.0

@@ -125,6 +125,32 @@ def load_llama(model_path, *, draft_model=None, n_ctx=4096, verbose=False, **kwa
     return llama
 
 
+def measure_pass_cost(llama, n_tokens, *, context=512, reps=5):
+    """Median seconds of one forward pass over k = 1 .. n_tokens tokens, after ``context`` tokens.
+
+    What a draft of k - 1 tokens costs on this model and machine: the
+    ``pass_cost`` of :class:`~ngramdraft.CostAwareLength` (``n_tokens`` =
+    n_draft + 1). Token ids do not change the cost; the model's context is
+    reset afterwards.
+    """
+    # input_ids is sized by the n_ctx asked for; llama.cpp may round its own up.
+    context = max(1, min(context, len(llama.input_ids) - n_tokens - 1))
+    ids = [1 + i % (llama.n_vocab() - 1) for i in range(context + n_tokens)]
+    llama.reset()
+    llama.eval(ids[:context])
+    costs = []
+    for k in range(1, n_tokens + 1):
+        times = []
+        for _ in range(reps):
+            llama.n_tokens = context  # drop the last pass's positions, as a rejection does
+            t0 = time.perf_counter()
+            llama.eval(ids[context : context + k])
+            times.append(time.perf_counter() - t0)
+        costs.append(float(np.median(times)))
+    llama.reset()
+    return costs
+
+
 def _model_name(llama):
     return llama.metadata.get("general.name") or Path(llama.model_path).name
 
