@@ -85,9 +85,10 @@ class Drafter:
         n-grams with the most samples (see NgramCache). Without one the cache
         grows as llama.cpp's does.
     policy : AdaptiveLength or CostAwareLength, optional
-        Opt-in, beyond llama.cpp's rules: draft lengths that follow the
-        sequence's acceptance, and pauses where little is accepted (see
-        :mod:`ngramdraft.policy`). The drafter keeps its own copy.
+        Opt-in, beyond llama.cpp's rules: how much of each draft to submit,
+        from the sequence's acceptance (AdaptiveLength) or from the engine's
+        pass costs and what drafts proved (CostAwareLength); see
+        :mod:`ngramdraft.policy`. The drafter keeps its own copy.
     """
 
     def __init__(
