@@ -435,6 +435,9 @@ def main():
     t0 = time.time()
     corpora.QUICK = args.quick
     ensure_inputs(args.quick)
+    # The short measurements first: one that fails then costs no run its results.
+    batch = {str(k): v for k, v in child({"kind": "batch_cost"}).items()}
+    drafter_us = child({"kind": "drafter_cost", "quick": args.quick})
     runs = []
     for r in range(rounds):
         for w in WORKLOADS:
@@ -460,8 +463,8 @@ def main():
         "quick": args.quick,
         "n_draft": N_DRAFT,
         "workloads": summarize(runs, WORKLOADS, rounds),
-        "batch_cost_s": {str(k): v for k, v in child({"kind": "batch_cost"}).items()},
-        "drafter_us_per_call_8k": child({"kind": "drafter_cost", "quick": args.quick}),
+        "batch_cost_s": batch,
+        "drafter_us_per_call_8k": drafter_us,
         "runs": runs,
         "seconds": time.time() - t0,
     }
