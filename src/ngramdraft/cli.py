@@ -312,14 +312,14 @@ def cmd_generate(args):
         text = args.prompt
     if args.cost_aware and args.adaptive:
         raise InvalidParameterError("--adaptive and --cost-aware are two policies: choose one")
-    draft = _draft_model(args)
     llama = engine.load_llama(
-        args.model, draft_model=draft, n_ctx=args.n_ctx, n_threads=args.threads
-    )
+        args.model, n_ctx=args.n_ctx, n_threads=args.threads, logits_all=True
+    )  # engine.generate hands the host its draft model
+    policy = None
     if args.cost_aware:  # the policy needs this model's pass costs, measured once here
-        cost = engine.measure_pass_cost(llama, args.n_draft + 1)
-        draft = _draft_model(args, CostAwareLength(cost))
-        draft.check_model(llama)
+        policy = CostAwareLength(engine.measure_pass_cost(llama, args.n_draft + 1))
+    draft = _draft_model(args, policy)
+    draft.check_model(llama)
     prompt = llama.tokenize(text.encode("utf-8"), add_bos=True)
     if len(prompt) + args.n_predict > args.n_ctx:
         raise InvalidParameterError(

@@ -27,6 +27,7 @@ command line's arguments for it live in ``cli``, the distributed build in
 ``distributed``.
 """
 
+import functools
 import json
 import os
 import socket
@@ -349,6 +350,10 @@ class Corpus:
         texts = [p for p in files if p not in tokens]
         return cls(tokens, texts, tokenizer=tokenizer, separate=separate)
 
+    @functools.cached_property
+    def _loaded_tokenizer(self):
+        return load_tokenizer(self.tokenizer)
+
     def meta(self):
         """What the cache file records of its corpus and tokenizer."""
         meta = {"documents": "separate" if self.separate else "joined"}
@@ -357,7 +362,7 @@ class Corpus:
         else:
             meta["corpus"] = self.source.identity
         if self.tokenizer:
-            meta["tokenizer"] = identity(load_tokenizer(self.tokenizer))
+            meta["tokenizer"] = identity(self._loaded_tokenizer)
         return meta
 
     def sources(self, token_cache=None, *, quiet=True):
@@ -365,6 +370,6 @@ class Corpus:
         if self.token_files:
             return [TokenSource(f) for f in self.token_files]
         tokens, starts = tokenize(
-            self.source, load_tokenizer(self.tokenizer), cache_dir(token_cache), quiet=quiet
+            self.source, self._loaded_tokenizer, cache_dir(token_cache), quiet=quiet
         )
         return [TokenSource(tokens, starts=starts if self.separate else None)]

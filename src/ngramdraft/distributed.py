@@ -45,7 +45,14 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from .build import BASELINE_BYTES, MAX_TOKEN_BITS, StaticWriter, _count_pass, check_token_bits
+from .build import (
+    BASELINE_BYTES,
+    MAX_TOKEN_BITS,
+    StaticWriter,
+    _add_counts,
+    _count_pass,
+    check_token_bits,
+)
 from .build import plan_ranges as _plan_ranges
 from .corpus import BATCH_CHARS, block_texts, encode, text_blocks
 from .errors import InvalidParameterError, NgramdraftError
@@ -167,17 +174,21 @@ def count_shard(shard, source=None, tokenizer=None, separate=False):
     packed = np.empty(max(len(tokens) - 2, 0), dtype=np.uint64)
     n = K.pack_tokens(tokens, 0, 0, 1 << BITS, BITS, packed, 0, starts if separate else NO_STARTS)
     packed, counts = _count_pass([(packed[:n], None)])
-    first = (packed >> np.uint64(2 * BITS + COARSE)).astype(np.int64)
     summary = Summary(
         head=tokens[:2].tolist(),
         tail=tokens[-2:].tolist(),
         n_tokens=len(tokens),
         max_token=max_token,
-        histogram=np.bincount(first),
+        histogram=_histogram(packed),
         starts_document=bool(len(starts) and starts[0] == 0),
         shard=shard,
     )
     return Counted(packed, counts, summary)
+
+
+def _histogram(packed):
+    """Packed triples per bucket of 2**COARSE first tokens."""
+    return np.bincount((packed >> np.uint64(2 * BITS + COARSE)).astype(np.int64))
 
 
 def summary_of(counted):
@@ -186,10 +197,14 @@ def summary_of(counted):
 
 def take_range(counted, lo, hi):
     """The (packed, counts) of a shard's triples whose first token is in [lo, hi)."""
-    i, j = np.searchsorted(
-        counted.packed, np.array([lo, hi], dtype=np.uint64) << np.uint64(2 * BITS)
-    )
-    return counted.packed[i:j].copy(), counted.counts[i:j].copy()
+    packed, counts = _first_tokens_in(counted.packed, counted.counts, lo, hi)
+    return packed.copy(), counts.copy()
+
+
+def _first_tokens_in(packed, counts, lo, hi):
+    """Views of sorted packed triples (and counts) whose first token is in [lo, hi)."""
+    i, j = np.searchsorted(packed, np.array([lo, hi], dtype=np.uint64) << np.uint64(2 * BITS))
+    return packed[i:j], counts[i:j]
 
 
 def reduce_partition(parts):
@@ -295,11 +310,8 @@ def build(client, corpus, path, *, memory_limit=None, shard_tokens=None, quiet=T
                 progress.update(future.result().shard.size)
         summaries = client.gather(futures)
         edges = edge_triples(summaries, separate)
-        histogram = functools.reduce(_add, (s.histogram for s in summaries), np.zeros(1, np.int64))
-        if len(edges[0]):
-            histogram = _add(
-                histogram, np.bincount((edges[0] >> np.uint64(2 * BITS + COARSE)).astype(np.int64))
-            )
+        histograms = [s.histogram for s in summaries] + [_histogram(edges[0])]
+        histogram = functools.reduce(_add_counts, histograms, np.zeros(1, np.int64))
         check_token_bits(max(s.max_token for s in summaries))
         # At least two partitions per worker, so that every worker reduces.
         workers = max(1, len(client.scheduler_info()["workers"]))
@@ -311,7 +323,7 @@ def build(client, corpus, path, *, memory_limit=None, shard_tokens=None, quiet=T
                 client.submit(take_range, c, lo, hi, key=f"ngramdraft-slice-{run}-{p}-{i}")
                 for i, c in enumerate(counted)
             ]
-            edge = _edge_range(edges, lo, hi)
+            edge = _first_tokens_in(*edges, lo, hi)
             reduced.append(
                 client.submit(reduce_partition, [*parts, edge], key=f"ngramdraft-reduce-{run}-{p}")
             )
@@ -328,20 +340,6 @@ def build(client, corpus, path, *, memory_limit=None, shard_tokens=None, quiet=T
             f"a build task killed its worker again and again ({e}): give the workers more "
             "memory, or pass a smaller --memory-limit so that shards and partitions shrink"
         ) from None
-
-
-def _add(a, b):
-    if len(b) > len(a):
-        a, b = b, a
-    out = a.astype(np.int64, copy=True)
-    out[: len(b)] += b
-    return out
-
-
-def _edge_range(edges, lo, hi):
-    packed, counts = edges
-    i, j = np.searchsorted(packed, np.array([lo, hi], dtype=np.uint64) << np.uint64(2 * BITS))
-    return packed[i:j], counts[i:j]
 
 
 def _worker_memory(client):

@@ -157,9 +157,7 @@ class Drafter:
         self._started = True
         if self._policy is not None:
             self._policy.start(self.n_draft)
-            self._last = _NONE
-            if self._shadows is not None:
-                self._shadows = []
+            self._forget_drafts()
 
     def draft(self) -> np.ndarray:
         """Up to n_draft tokens (int32) the model is likely to produce next."""
@@ -170,9 +168,9 @@ class Drafter:
         with self.dynamic.lock:
             if self.context._t is not self._ctx_t or self.dynamic._t is not self._dyn_t:
                 self._point()
-            if self._policy is not None:
-                return self._draft_by_policy()
             d = S.draft_state(self._state)
+        if self._policy is not None:
+            return self._submitted(self._drafted(d))
         return self._drafted(d)
 
     def _drafted(self, d):
@@ -217,9 +215,7 @@ class Drafter:
             raise AssertionError(f"rewind found {missing} counts missing from the context")
         self._state[S.N] -= int(n)
         if self._policy is not None:  # the drafts pending were made past the new end
-            self._last = _NONE
-            if self._shadows is not None:
-                self._shadows = []
+            self._forget_drafts()
 
     def sync(self, sequence: "ArrayLike") -> None:
         """Follow an engine that hands over the whole sequence at every step.
@@ -300,15 +296,20 @@ class Drafter:
         row[:] = self._state
         self._state = row
 
-    def _draft_by_policy(self):
-        # The whole draft costs microseconds; the policy decides what a pass costs.
-        full = self._drafted(S.draft_state(self._state))
+    def _submitted(self, full):
+        """The part of a whole draft the policy submits (drafting whole costs microseconds)."""
         self._last = full[: self._policy.length_of(len(full))]
         if self._shadows is not None and len(full):
             if len(self._shadows) >= MAX_SHADOWS:  # drafts again and again, accepting nothing
                 del self._shadows[0]
             self._shadows.append((self._n, full))
         return self._last.copy()
+
+    def _forget_drafts(self):
+        """Drop the drafts the policy waits to hear about."""
+        self._last = _NONE
+        if self._shadows is not None:
+            self._shadows = []
 
     def _append_observed(self, new):
         """_append, telling the policy what became of its drafts."""

@@ -100,7 +100,8 @@ class CostAwareLength:
 
     ``pass_cost[k - 1]`` is the time (any unit) of one forward pass over k
     tokens, for k = 1 .. n_draft + 1: measure it on the engine you serve
-    (``benchmarks/e2e.py`` does, as ``batch_cost_s``). For each length L of
+    (``integrations.llama_cpp.measure_pass_cost`` does for llama-cpp-python).
+    For each length L of
     llama.cpp's draft the policy keeps decayed counts of how often the first
     j tokens were right; a draft of L tokens is then cut to the k <= L that
     maximizes (1 + expected accepted tokens) / pass_cost[k]: all of it

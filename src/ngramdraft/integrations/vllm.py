@@ -138,12 +138,7 @@ class NgramProposer:
         rows = [i for i in range(n) if self._row_ids[i] is not None]
         lost = {s for s in self._row_ids[n:] if s is not None}  # rows gone from the batch
         self._row_ids[n:] = [None] * (len(self._row_ids) - n)
-        if rows:
-            ids = [self._row_ids[i] for i in rows]
-            mismatch = self.batch.sync(ids, token_ids, lengths[rows], rows)
-            for i in np.asarray(rows)[mismatch]:
-                lost.add(self._row_ids[i])
-                self._row_ids[i] = None
+        lost |= self._sync(rows, lengths, token_ids)
         # Rows without a sequence: a request moved here by the packing, or a new one.
         free = [i for i in range(n) if self._row_ids[i] is None]
         by_prefix = defaultdict(list)
@@ -158,12 +153,7 @@ class NgramProposer:
                 self._row_ids[i] = seq_id
                 moved.append(i)
                 lost.discard(seq_id)
-        if moved:
-            ids = [self._row_ids[i] for i in moved]
-            mismatch = self.batch.sync(ids, token_ids, lengths[moved], moved)
-            for i in np.asarray(moved)[mismatch]:  # new tokens with a negative id
-                lost.add(self._row_ids[i])
-                self._row_ids[i] = None
+        lost |= self._sync(moved, lengths, token_ids)  # new tokens may hold a negative id
         for seq_id in lost:
             self.batch.finish(seq_id)
             self.stats["finished"] += 1
@@ -173,6 +163,16 @@ class NgramProposer:
                 self.batch.add(self._next_id, row)
                 self._next_id += 1
                 self.stats["started"] += 1
+
+    def _sync(self, rows, lengths, token_ids):
+        """Accept the new tokens of these rows; the sequences of rows that do not extend them."""
+        if not rows:
+            return set()
+        ids = [self._row_ids[i] for i in rows]
+        mismatch = self.batch.sync(ids, token_ids, lengths[rows], rows)
+        for i in np.asarray(rows)[mismatch]:
+            self._row_ids[i] = None
+        return {seq_id for seq_id, bad in zip(ids, mismatch, strict=True) if bad}
 
 
 def _claim(by_prefix, row):
