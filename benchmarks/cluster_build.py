@@ -48,21 +48,21 @@ def token_file(quick):
 
 
 def run(variant, quick, out):
-    from ngramdraft.build import build_static
-    from ngramdraft.cli import parse_size
-    from ngramdraft.corpus import Corpus
+    from ngramdraft.build.corpus import Corpus
+    from ngramdraft.build.local import build_static
+    from ngramdraft.cli.args import parse_size
 
     corpus = Corpus.of([token_file(quick)])
     if variant == "single":
         t0 = time.perf_counter()
-        build_static(corpus.sources(), out, meta=corpus.meta())
+        build_static(corpus.triples(), out, meta=corpus.meta())
         seconds = time.perf_counter() - t0
         rss = [resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024]
         sent = received = 0
     else:
         import distributed
 
-        from ngramdraft import distributed as D
+        from ngramdraft.build import distributed as D
 
         _, n, *limit = variant.split(":")
         memory_limit = parse_size(limit[0]) if limit else None

@@ -33,7 +33,7 @@ def static25():
 @pytest.fixture(scope="session")
 def ref_static25():
     """The 25 MB static cache as the reference's dict of dicts."""
-    from ngramdraft import reference as R
+    import reference as R
 
     return R.static_cache(corpora.prefix_tokens(25).tolist())
 

@@ -19,10 +19,12 @@ from pathlib import Path
 import numpy as np
 
 from ngramdraft import StaticCache, UnsupportedVersionError
-from ngramdraft.build import TokenSource, build_static
-from ngramdraft.corpus import TextFileSource, tokenize
-from ngramdraft.fileformat import read_header
-from ngramdraft.tokenizer import identity, load_tokenizer
+from ngramdraft.build.counting import TokenTriples
+from ngramdraft.build.local import build_static
+from ngramdraft.build.sources import TextFiles
+from ngramdraft.build.tokenize import tokenize
+from ngramdraft.files.ngd import read_header
+from ngramdraft.tokenizers import identity, load_tokenizer
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("NGRAMDRAFT_SHARED", REPO.parent / "shared"))
@@ -57,7 +59,7 @@ def full_tokens():
     out = DATA / f"train-{FULL_MB}M.{TOKENIZER}.i32"
     if not out.exists():
         text = _text(1 << 30)
-        tokens, _ = tokenize(TextFileSource([text]), load_tokenizer(TOKENIZER), DATA / "tokens")
+        tokens, _ = tokenize(TextFiles([text]), load_tokenizer(TOKENIZER), DATA / "tokens")
         tokens.read(0, len(tokens)).tofile(out)
     return np.fromfile(out, "<i4")
 
@@ -78,7 +80,7 @@ def _text_prefix_tokens(mb):
             data = src.read(mb << 20)
         text = DATA / f"train-{mb}MB.txt"
         text.write_bytes(data[: data.rfind(b"\n") + 1])
-        tokens, _ = tokenize(TextFileSource([text]), load_tokenizer(TOKENIZER), DATA / "tokens")
+        tokens, _ = tokenize(TextFiles([text]), load_tokenizer(TOKENIZER), DATA / "tokens")
         tokens.read(0, len(tokens)).tofile(out)
     return np.fromfile(out, "<i4")
 
@@ -98,7 +100,7 @@ def static_cache(mb):
         tokens = prefix_tokens(mb)
         meta = {"tokenizer": identity(load_tokenizer(TOKENIZER)), "corpus": f"gutenberg {mb}M"}
         t0 = time.perf_counter()
-        build_static([TokenSource(tokens)], path, meta=meta)
+        build_static([TokenTriples(tokens)], path, meta=meta)
         built = time.perf_counter() - t0
     return StaticCache.open(path), built
 

@@ -71,7 +71,7 @@ THREADS = 2
 
 
 def _encode(text):
-    from ngramdraft.tokenizer import load_tokenizer
+    from ngramdraft.tokenizers import load_tokenizer
 
     ids, _ = load_tokenizer(corpora.TOKENIZER).encode_batch([text])
     return ids.tolist()
@@ -296,7 +296,7 @@ def drafter_cost(quick, n_ctx=8192, calls=400):
 
 
 def ensure_inputs(quick):
-    from ngramdraft.random_gguf import QWEN25_05B_LLAMA3, write_random_gguf
+    from random_gguf import QWEN25_05B_LLAMA3, write_random_gguf
 
     corpora.DATA.mkdir(parents=True, exist_ok=True)
     if not MODEL.exists():

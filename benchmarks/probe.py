@@ -107,9 +107,9 @@ def cmd_open(args):
 
 
 def cmd_build(args):
-    from ngramdraft.cli import parse_size
-    from ngramdraft.static import StaticCache
-    from ngramdraft.tokenfile import TokenFile
+    from ngramdraft import StaticCache
+    from ngramdraft.cli.args import parse_size
+    from ngramdraft.files.tokens import TokenFile
 
     t0 = time.perf_counter()
     limit = parse_size(args.memory_limit) if args.memory_limit else None

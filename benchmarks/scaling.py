@@ -46,7 +46,7 @@ def probe(*args):
 
 
 def reference_replay(tokens, static_tokens, n_ctx, n_draft):
-    from ngramdraft import reference as R
+    import reference as R
 
     static = R.static_cache(static_tokens.tolist()) if static_tokens is not None else None
     t0 = time.perf_counter()

@@ -2,9 +2,9 @@
 
 import pytest
 
+import reference as R
 from conftest import N_CTX, N_DRAFT, baseline
 from ngramdraft import Drafter, replay
-from ngramdraft import reference as R
 
 
 def _per_drafted(benchmark, n_drafted):

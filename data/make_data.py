@@ -17,8 +17,9 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from ngramdraft.corpus import TextFileSource, tokenize
-from ngramdraft.tokenizer import load_tokenizer
+from ngramdraft.build.sources import TextFiles
+from ngramdraft.build.tokenize import tokenize
+from ngramdraft.tokenizers import load_tokenizer
 
 HERE = Path(__file__).resolve().parent
 SHARED = HERE.parent.parent / "shared" / "corpus" / "gutenberg-test.txt.xz"
@@ -58,7 +59,7 @@ def main():
         (paths, "gutenberg.llama3.i32"),
         ([HERE / "heldout-uneasy-money.txt"], "heldout.llama3.i32"),
     ):
-        tokens, _ = tokenize(TextFileSource(source), tok, scratch)
+        tokens, _ = tokenize(TextFiles(source), tok, scratch)
         shutil.copyfile(tokens.path, HERE / target)
     shutil.rmtree(scratch)
     print("data/ regenerated", file=sys.stderr)

@@ -64,6 +64,6 @@ def cli(capsys):
 def tiny_gguf(tmp_path_factory):
     """A random-weight llama GGUF of a few hundred KB (SentencePiece vocab, byte fallback)."""
     pytest.importorskip("gguf")
-    from ngramdraft.random_gguf import write_random_gguf
+    from random_gguf import write_random_gguf
 
     return write_random_gguf(tmp_path_factory.mktemp("models") / "tiny.gguf")

@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from hostile.mutations import forge, rehash, section
 from ngramdraft import Drafter, NgramCache, NgramdraftError, StaticCache, replay
-from ngramdraft.fileformat import SECTIONS
+from ngramdraft.files.ngd import SECTIONS
 
 KINDS = {"static": "static.ngd", "dynamic": "dynamic.ngd", "lookup": "lookup.bin"}
 EXTREMES = (0, 1, 2, 7, 2**31 - 1, 2**31, 2**32 - 1, 2**63 - 1, 2**64 - 1)
@@ -117,7 +117,7 @@ def exercise(path, kind, stream):
     else:
         cache = NgramCache.load(path)
         top = cache.max_token
-        step(cache._check)
+        step(cache.verify)
         static, dynamic = None, cache
 
     top = max(top, int(stream.max()))  # the context drafts the stream's own tokens too

@@ -133,7 +133,7 @@ def test_module_entry_point():
 
 
 def test_parse_size():
-    from ngramdraft.cli import parse_size
+    from ngramdraft.cli.args import parse_size
 
     assert parse_size("1G") == 1 << 30
     assert parse_size("512M") == 512 << 20
@@ -186,14 +186,14 @@ def test_only_ngramdrafts_own_warnings_become_warning_lines(cli, monkeypatch, tm
     """A stray warning from elsewhere (an unclosed file collected mid-command) is not ours."""
     import warnings
 
-    from ngramdraft import cli as cli_module
+    from ngramdraft.cli import files as files_module
     from ngramdraft.errors import NgramdraftError
 
     def command(args):
         warnings.warn("unclosed file", ResourceWarning, stacklevel=1)
         raise NgramdraftError("boom")
 
-    monkeypatch.setitem(cli_module.COMMANDS, "inspect", command)
+    monkeypatch.setattr(files_module, "inspect_command", command)
     status, _, err = cli("inspect", tmp_path / "x.ngd")
     assert status == 1 and err.splitlines()[-1] == "ngramdraft: error: boom"
     assert "ngramdraft: warning" not in err

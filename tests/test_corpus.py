@@ -7,8 +7,9 @@ import pytest
 
 from conftest import REPO
 from ngramdraft import CorpusError, StaticCache
-from ngramdraft.corpus import DatasetSource, TextFileSource, pieces, tokenize
-from ngramdraft.tokenizer import HFTokenizer, QuicktokTokenizer, identity, load_tokenizer
+from ngramdraft.build.sources import DatasetSource, TextFiles
+from ngramdraft.build.tokenize import pieces, tokenize
+from ngramdraft.tokenizers import HFTokenizer, QuicktokTokenizer, identity, load_tokenizer
 
 DATA = REPO / "data"
 BOOKS = sorted((DATA / "gutenberg").glob("*.txt"))
@@ -38,7 +39,7 @@ def test_local_files_through_datasets_give_the_shipped_tokens(files, llama3, tmp
 
 
 def test_text_file_source_matches_the_tokenizer(llama3, tmp_path):
-    tokens, starts = tokenize(TextFileSource(BOOKS), llama3, tmp_path)
+    tokens, starts = tokenize(TextFiles(BOOKS), llama3, tmp_path)
     assert np.array_equal(
         tokens.read(0, len(tokens)), np.fromfile(DATA / "gutenberg.llama3.i32", "<i4")
     )
@@ -46,14 +47,16 @@ def test_text_file_source_matches_the_tokenizer(llama3, tmp_path):
 
 
 def test_second_tokenize_is_served_from_the_cache(llama3, tmp_path, monkeypatch):
-    tokenize(TextFileSource(BOOKS[:1]), llama3, tmp_path)
+    tokenize(TextFiles(BOOKS[:1]), llama3, tmp_path)
 
     def refuse(texts):
         raise AssertionError("tokenized again")
 
     monkeypatch.setattr(llama3, "encode_batch", refuse)
-    monkeypatch.setattr("ngramdraft.corpus.identity", lambda t: identity(load_tokenizer("llama3")))
-    tokens, _ = tokenize(TextFileSource(BOOKS[:1]), llama3, tmp_path)
+    monkeypatch.setattr(
+        "ngramdraft.build.tokenize.identity", lambda t: identity(load_tokenizer("llama3"))
+    )
+    tokens, _ = tokenize(TextFiles(BOOKS[:1]), llama3, tmp_path)
     assert len(tokens) > 0
 
 

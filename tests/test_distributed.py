@@ -20,9 +20,11 @@ import pytest
 distributed = pytest.importorskip("distributed")
 
 from ngramdraft import StaticCache  # noqa: E402
-from ngramdraft import distributed as D  # noqa: E402
-from ngramdraft.build import SpanSource, build_static  # noqa: E402
-from ngramdraft.corpus import Corpus, DatasetSource  # noqa: E402
+from ngramdraft.build import distributed as D  # noqa: E402
+from ngramdraft.build.corpus import Corpus  # noqa: E402
+from ngramdraft.build.counting import CacheTriples  # noqa: E402
+from ngramdraft.build.local import build_static  # noqa: E402
+from ngramdraft.build.sources import DatasetSource  # noqa: E402
 from ngramdraft.errors import CorpusError  # noqa: E402
 from ngramdraft.kernels.triples import INT32_MAX  # noqa: E402
 
@@ -41,7 +43,7 @@ def client():
 
 
 def _single(corpus, path, tmp_path):
-    build_static(corpus.sources(tmp_path / "tokens"), path, meta=corpus.meta())
+    build_static(corpus.triples(tmp_path / "tokens"), path, meta=corpus.meta())
     return path.read_bytes()
 
 
@@ -74,7 +76,7 @@ def test_a_dataset_in_shards_builds_the_single_machine_file(client, tmp_path):
     corpus = Corpus.of(source, "llama3")
     expected = _single(corpus, tmp_path / "single.ngd", tmp_path)
     shards = D.plan_shards(client, corpus, shard_tokens=20_000)
-    assert len(shards) == 3 and {s.kind for s in shards} == {"rows"}  # a shard per book
+    assert [s.part for s in shards] == [(3, 0), (3, 1), (3, 2)]  # a row range per book
     D.build(client, corpus, tmp_path / "dist.ngd", shard_tokens=20_000)
     assert (tmp_path / "dist.ngd").read_bytes() == expected
 
@@ -140,7 +142,7 @@ def test_counts_past_int32_saturate(tmp_path):
     offsets = np.array([0, 1], dtype=np.int64)
     tokens = np.array([3], dtype=np.int32)
     big = np.array([INT32_MAX - 5], dtype=np.int32)
-    sources = [SpanSource(keys, offsets, tokens, big) for _ in range(3)]
+    sources = [CacheTriples(keys, offsets, tokens, big) for _ in range(3)]
     build_static(sources, tmp_path / "s.ngd")
     cache = StaticCache.open(tmp_path / "s.ngd")
     assert cache.followers((1, 2))[1].tolist() == [INT32_MAX]
@@ -188,10 +190,10 @@ def test_a_task_that_keeps_killing_its_workers_is_named(tmp_path):
 @pytest.mark.parametrize("separate", [False, True])
 def test_files_of_many_blocks_in_shards_of_several(tmp_path, monkeypatch, separate):
     """Small blocks (a threaded cluster sees the patched size): edges fall inside files too."""
-    from ngramdraft import corpus as C
+    from ngramdraft.build import sources, tokenize
 
-    monkeypatch.setattr(C, "BATCH_CHARS", 4096)
-    monkeypatch.setattr(D, "BATCH_CHARS", 4096)
+    monkeypatch.setattr(sources, "BATCH_CHARS", 4096)
+    monkeypatch.setattr(tokenize, "BATCH_CHARS", 4096)
     corpus = Corpus.of(BOOKS, "llama3", separate)
     expected = _single(corpus, tmp_path / "single.ngd", tmp_path)
     with (
@@ -199,6 +201,6 @@ def test_files_of_many_blocks_in_shards_of_several(tmp_path, monkeypatch, separa
         distributed.Client(cluster) as c,
     ):
         shards = D.plan_shards(c, corpus, shard_tokens=3000)  # about 12 KB: three blocks
-        assert len(shards) > 30 and max(len(s.blocks) for s in shards) > 1
+        assert len(shards) > 30 and max(len(s.part[1]) for s in shards) > 1
         D.build(c, corpus, tmp_path / "dist.ngd", shard_tokens=3000)
     assert (tmp_path / "dist.ngd").read_bytes() == expected

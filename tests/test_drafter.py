@@ -27,7 +27,7 @@ def test_readme_loop_runs_as_written(tmp_path, monkeypatch, capsys):
     tokens, passes = map(int, re.match(r"(\d+) tokens in (\d+) forward passes", out).groups())
     assert tokens == 2900 and passes < tokens  # drafting saved forward passes
     saved = NgramCache.load(tmp_path / "dynamic.ngd")
-    saved._check()
+    saved.verify()
     assert len(saved) > 0
 
 
@@ -71,10 +71,11 @@ def test_drafters_share_a_static_cache(tmp_path):
 
 
 def test_tokenizer_mismatch_is_refused(tmp_path):
-    from ngramdraft.build import TokenSource, build_static
+    from ngramdraft.build.counting import TokenTriples
+    from ngramdraft.build.local import build_static
 
     meta = {"tokenizer": {"name": "llama3", "fingerprint": "abc"}}
-    build_static([TokenSource(np.arange(10, dtype=np.int32))], tmp_path / "s.ngd", meta=meta)
+    build_static([TokenTriples(np.arange(10, dtype=np.int32))], tmp_path / "s.ngd", meta=meta)
     with pytest.raises(TokenizerMismatchError, match="llama3"):
         Drafter(tmp_path / "s.ngd", tokenizer={"name": "qwen3", "fingerprint": "def"})
     Drafter(tmp_path / "s.ngd", tokenizer={"name": "llama3", "fingerprint": "abc"})
@@ -108,5 +109,5 @@ def test_long_sequences_grow_the_buffers():
         accepted = [*drafter.draft()[:1].tolist(), 5]
         drafter.accept(accepted)
         expected += len(accepted)
-    drafter.context._check()
+    drafter.context.verify()
     assert len(drafter.tokens) == expected

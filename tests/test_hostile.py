@@ -16,7 +16,7 @@ from ngramdraft import (
     WrongFileKindError,
     replay,
 )
-from ngramdraft.tokenfile import TokenFile
+from ngramdraft.files.tokens import TokenFile
 
 HOSTILE = Path(__file__).parent / "hostile"
 

@@ -25,13 +25,13 @@ from ngramdraft.errors import (  # noqa: E402
     VocabularyError,
 )
 from ngramdraft.integrations.llama_cpp import (  # noqa: E402
-    GGUFTokenizer,
     NgramDraftModel,
     generate,
     load_llama,
     measure_pass_cost,
 )
-from ngramdraft.random_gguf import TINY, write_random_gguf  # noqa: E402
+from ngramdraft.tokenizers.gguf import GGUFTokenizer  # noqa: E402
+from random_gguf import TINY, write_random_gguf  # noqa: E402
 
 N = 640  # generated tokens: with the prompt, past the default n_batch of 512
 PROMPT = b"the old man and the sea, and the man who was old; the sea was old"

@@ -3,13 +3,14 @@
 import numpy as np
 import pytest
 
+import reference as R
 from ngramdraft import (
+    InternalError,
     InvalidParameterError,
     InvalidTokensError,
     NgramCache,
     StaticCache,
 )
-from ngramdraft import reference as R
 from ngramdraft.kernels import table as T
 
 
@@ -20,7 +21,7 @@ def as_dict(cache):
 def test_update_counts_followers_per_spec():
     cache = NgramCache()
     cache.update([5, 6, 5, 6, 7])
-    cache._check()
+    cache.verify()
     assert cache.followers((5,))[0].tolist() == [6]
     assert cache.followers((5,))[1].tolist() == [2]
     toks, counts = cache.followers((6,))
@@ -56,36 +57,36 @@ def test_seeded_stress_checks_every_mutation():
         else:
             caches[i].clear()
             refs[i] = {}
-        caches[i]._check()
+        caches[i].verify()
         assert len(caches[i]) == len(refs[i])
     for cache, ref in zip(caches, refs, strict=True):
         assert as_dict(cache) == {k[: 4 - k.count(-1)]: v for k, v in ref.items()}
 
 
-def test_check_catches_a_missing_candidate_bit():
-    """A part that reaches the dynamic thresholds must have its home's cand bit:
-    drafting skips the n-grams of clear bits, so a lost bit is a lost draft."""
+def test_check_catches_a_missing_mark():
+    """A part that reaches the marks' shares must have its home's mark:
+    drafting skips the n-grams of clear marks, so a lost mark is a lost draft."""
     cache = NgramCache()
     cache.update([5, 6] * 4)
-    cache._check()
-    assert cache._t.cand.any()
-    cache._t.cand[:] = 0
-    with pytest.raises(AssertionError, match="invariant broken"):
-        cache._check()
+    cache.verify()
+    assert cache.table.marks.any()
+    cache.table.marks[:] = 0
+    with pytest.raises(InternalError, match="invariant broken"):
+        cache.verify()
 
 
 def test_merge_into_itself_doubles_every_count():
     """A merge grows the table first. Merged into itself, a cache whose pool
     must grow but whose slots need not would read parts the pool copy moved."""
     cache = NgramCache()
-    cache._t = T.new_table(slots=1 << 12, pool=64)  # many slots, a tight pool
+    cache.table = T.new_table(slots=1 << 12, pool=64)  # many slots, a tight pool
     cache.update(np.random.default_rng(11).integers(0, 3, size=11))
-    t = cache._t
+    t = cache.table
     assert 4 * t.meta[T.N_NGRAMS] <= len(t.tags)  # slots do not grow
     assert t.meta[T.POOL_USED] + t.meta[T.N_ENTRIES] > len(t.tok)  # the pool does
     before = as_dict(cache)
     cache.merge(cache)
-    cache._check()
+    cache.verify()
     assert as_dict(cache) == {k: {t: 2 * c for t, c in v.items()} for k, v in before.items()}
 
 
@@ -94,7 +95,7 @@ def test_merge_adds_counts_and_grows():
     a.update(list(range(1000)) * 2)
     b.update(list(range(500, 1500)))
     a.merge(b)
-    a._check()
+    a.verify()
     assert a.followers((600,))[1].tolist() == [3]
     assert a.followers((1200,))[1].tolist() == [1]
 
@@ -103,7 +104,7 @@ def test_merge_accepts_any_cache(tmp_path):
     static = StaticCache.build([1, 2, 3, 1, 2, 4], tmp_path / "s.ngd")
     cache = NgramCache()
     cache.merge(static)
-    cache._check()
+    cache.verify()
     assert as_dict(cache) == {(1, 2): {3: 1, 4: 1}, (2, 3): {1: 1}, (3, 1): {2: 1}}
     with pytest.raises(InvalidParameterError):
         cache.merge({(1,): {2: 3}})
@@ -117,7 +118,7 @@ def test_save_load_round_trip(tmp_path, fmt):
     path = tmp_path / f"dyn.{fmt}"
     cache.save(path, fmt)
     loaded = NgramCache.load(path)
-    loaded._check()
+    loaded.verify()
     assert as_dict(loaded) == as_dict(cache)
     assert loaded.format == fmt
 

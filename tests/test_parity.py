@@ -67,7 +67,7 @@ def test_upstream_differs_only_at_ties(parity_dir, static25, name):
     agree up to a first differing token (or one stops early); there, a part
     that drafting consulted has two followers with an equal top score.
     """
-    from ngramdraft import reference as R
+    import reference as R
 
     tokens_file, needs_static, n_ctx, _ = REPLAYS[name]
     ours = _calls(parity_dir / f"{name}.ordered.dump")
@@ -103,7 +103,7 @@ def test_upstream_differs_only_at_ties(parity_dir, static25, name):
 
 def _parts(seq, context, dynamic, static):
     """(part, static part for scoring) of every cache lookup a draft step makes."""
-    from ngramdraft import reference as R
+    import reference as R
 
     static_part = static.get(R.key(seq, len(seq) - 2, 2), {})
     for cache in (context, dynamic):

@@ -2,8 +2,9 @@
 
 import numpy as np
 
-from ngramdraft import Drafter, NgramCache, StaticCache, llamacpp
-from ngramdraft import reference as R
+import reference as R
+from ngramdraft import Drafter, NgramCache, StaticCache
+from ngramdraft.files import llamacpp
 
 
 def test_int32_overflow_of_weighted_counts(tmp_path):

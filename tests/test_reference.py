@@ -9,8 +9,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import reference as R
 from ngramdraft import Drafter, NgramCache, StaticCache, replay
-from ngramdraft import reference as R
 
 # Hypothesis draws streams shorter than a chunk too; replay says so, rightly.
 pytestmark = pytest.mark.filterwarnings("ignore::ngramdraft.errors.ShortStreamWarning")
@@ -91,11 +91,11 @@ def test_drafter_matches_reference(prompt, steps, corpus, earlier, sizes, n_draf
         drafter.accept(accepted)
         seq += accepted
         R.update(ref_context, 1, 4, seq, len(accepted))
-    drafter.context._check()
+    drafter.context.verify()
     drafter.finish()
     R.merge(ref_dynamic, ref_context)
     assert _ref_cache(drafter.dynamic) == ref_dynamic
-    drafter.dynamic._check()
+    drafter.dynamic.verify()
 
 
 @SETTINGS
@@ -105,7 +105,7 @@ def test_update_matches_reference(tokens, a, b, data):
     nnew = data.draw(st.integers(0, len(tokens)))
     cache = NgramCache()
     cache.update(tokens, nnew, nmin, nmax)
-    cache._check()
+    cache.verify()
     ref = {}
     R.update(ref, nmin, nmax, tokens, nnew)
     assert _ref_cache(cache) == ref

@@ -37,7 +37,7 @@ def test_rewind_equals_never_having_accepted(seed, tmp_path):
             n = int(rng.integers(0, min(len(seq), 40) + 1))
             drafter.rewind(n)
             seq = seq[: len(seq) - n]
-        drafter.context._check()
+        drafter.context.verify()
         if rng.random() < 0.1:
             fresh = Drafter(static=static, n_draft=6)
             fresh.start(seq)
@@ -51,7 +51,7 @@ def test_rewinding_everything_empties_the_context():
     drafter = Drafter()
     drafter.start([1, 2, 3, 1, 2, 3, 1, 2])
     drafter.rewind(8)
-    drafter.context._check()
+    drafter.context.verify()
     assert len(drafter.context) == 0 and drafter.context.n_entries == 0
     assert drafter.draft().tolist() == []
 

@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from ngramdraft import Drafter, InvalidParameterError, NgramCache
-from ngramdraft.atomic import locked
 from ngramdraft.errors import LockTimeoutError
+from ngramdraft.files.atomic import locked
 
 WRITER = """
 import sys
@@ -98,7 +98,7 @@ def test_a_budget_bounds_the_dynamic_cache_by_its_stated_rule(tmp_path):
         drafter.start(frequent + rng.integers(10, 60, 100).tolist())
         drafter.finish()
         assert len(drafter.dynamic) <= budget
-        drafter.dynamic._check()
+        drafter.dynamic.verify()
     kept = NgramCache.load(tmp_path / "d.ngd")
     assert len(kept) <= budget
     assert kept.followers((1, 2, 3))[0].tolist() == [4]
@@ -114,7 +114,7 @@ def test_eviction_keeps_the_most_sampled_ngrams_shorter_first():
     ranked = sorted(every, key=lambda g: (-sum(every[g][1]), len(g), g))
     cut = NgramCache(max_ngrams=budget)
     cut.merge(full)
-    cut._check()
+    cut.verify()
     assert {ngram for ngram, _, _ in cut} == set(ranked[: budget * 9 // 10])
     for ngram, tokens, counts in cut:
         assert (tokens.tolist(), counts.tolist()) == every[ngram]

@@ -7,11 +7,12 @@ import pytest
 
 from conftest import needs_shared
 from ngramdraft import NgramCache, StaticCache, replay
-from ngramdraft.build import TokenSource, build_static, plan_ranges
-from ngramdraft.fileformat import SECTIONS
+from ngramdraft.build.counting import TokenTriples, plan_ranges
+from ngramdraft.build.local import build_static
+from ngramdraft.files.ngd import SECTIONS
 from ngramdraft.kernels.constmap import value_of
-from ngramdraft.kernels.draft import try_static
 from ngramdraft.kernels.frozen import DRAFTS, find_key_hashed, key_hash_of, may_draft
+from ngramdraft.rules.llamacpp import try_static
 
 
 def _rng_tokens(seed, n, vocab):
@@ -35,19 +36,19 @@ def test_constmap_flags_say_which_keys_draft(tmp_path):
     and a clear bit is an exact "no static-only draft" for any probe."""
     tokens = _rng_tokens(5, 30000, 60)  # a small vocabulary: many keys pass, many fail
     cache = StaticCache.build(tokens, tmp_path / "s.ngd")
-    f = cache._frozen
+    f = cache.frozen
     flags = []
     for k, (a, b) in enumerate(f.keys.tolist()):
-        h = np.uint64(key_hash_of(f.params, a, b, -1, -1))
+        h = np.uint64(key_hash_of(f, (a, b, -1, -1)))
         assert value_of(f.fuse, f.params, len(f.keys), h) & (DRAFTS - 1) == k
-        flags.append(bool(may_draft(f.fuse, f.params, len(f.keys), h)))
+        flags.append(bool(may_draft(f, h)))
         assert flags[-1] == (try_static(*(int(x) for x in f.stats[k])) >= 0)
     assert 0 < sum(flags) < len(flags)
     for a, b in _rng_tokens(6, (5000, 2), 90).reshape(-1, 2).tolist():
-        h = np.uint64(key_hash_of(f.params, a, b, -1, -1))
-        k = find_key_hashed(f.keys, f.fuse, f.params, a, b, -1, -1, h)
+        h = np.uint64(key_hash_of(f, (a, b, -1, -1)))
+        k = find_key_hashed(f, (a, b, -1, -1), h)
         drafts = k >= 0 and try_static(*(int(x) for x in f.stats[k])) >= 0
-        assert drafts <= bool(may_draft(f.fuse, f.params, len(f.keys), h))
+        assert drafts <= bool(may_draft(f, h))
     assert cache.header.max_count == f.counts.max()
 
 
@@ -64,8 +65,8 @@ def test_memory_limited_build_is_byte_identical(tmp_path):
     tokens = _rng_tokens(4, 60000, 500)
     whole = tmp_path / "whole.ngd"
     limited = tmp_path / "limited.ngd"
-    build_static([TokenSource(tokens)], whole)
-    header = build_static([TokenSource(tokens, chunk=777)], limited, memory_limit=4096)
+    build_static([TokenTriples(tokens)], whole)
+    header = build_static([TokenTriples(tokens, chunk=777)], limited, memory_limit=4096)
     passes = plan_ranges(np.bincount(tokens[:-2]), 4096 // 64)
     assert len(passes) > 20  # the limit forced many passes
     assert whole.read_bytes() == limited.read_bytes()
@@ -89,7 +90,7 @@ def test_merged_shards_equal_one_build(tmp_path):
 def test_documents_kept_apart(tmp_path):
     tokens = np.array([1, 2, 3, 4, 5, 6, 7], dtype=np.int32)
     path = tmp_path / "s.ngd"
-    build_static([TokenSource(tokens, starts=[0, 3, 5])], path)
+    build_static([TokenTriples(tokens, starts=[0, 3, 5])], path)
     got = {ngram: t.tolist() for ngram, t, _ in StaticCache.open(path)}
     assert got == {(1, 2): [3]}  # (4, 5) -> 6 crosses the start at 5; nothing else fits
 
@@ -131,10 +132,10 @@ def test_converted_llamacpp_static_equals_built(parity_dir, static25, tmp_path):
 @pytest.mark.slow
 def test_llamacpp_dynamic_file_loads(parity_dir, tmp_path):
     """The dynamic cache llama.cpp held after P3 equals ours after the same replay."""
-    from ngramdraft import reference as R
+    import reference as R
 
     dyn = NgramCache.load(parity_dir / "llamacpp-dynamic-P3.bin")
-    dyn._check()
+    dyn.verify()
     tokens = np.fromfile(parity_dir / "test-20k.llama3.i32", "<i4").tolist()
     ref = {}
     for start in range(0, len(tokens) - 512, 512):
@@ -161,7 +162,7 @@ def test_merge_keeps_the_tokenizer_of_any_input(tmp_path):
     meta = {"tokenizer": {"name": "llama3", "fingerprint": "abc"}}
     plain = tmp_path / "plain.ngd"
     named = tmp_path / "named.ngd"
-    build_static([TokenSource(_rng_tokens(8, 500, 20))], plain)
-    build_static([TokenSource(_rng_tokens(9, 500, 20))], named, meta=meta)
+    build_static([TokenTriples(_rng_tokens(8, 500, 20))], plain)
+    build_static([TokenTriples(_rng_tokens(9, 500, 20))], named, meta=meta)
     merged = StaticCache.merge([plain, named], tmp_path / "m.ngd")
     assert merged.meta["tokenizer"] == meta["tokenizer"]

@@ -80,7 +80,7 @@ def test_drafts_during_merges_are_drafts_of_some_merged_state():
         for t in readers:
             t.join()
     assert set(seen) <= possible
-    shared._check()
+    shared.verify()
     final = Drafter(dynamic=shared, n_draft=N_DRAFT)
     final.start(prompt)
     assert drafters[0].draft().tolist() == final.draft().tolist()
@@ -128,7 +128,7 @@ def test_merges_from_many_threads_all_count():
         t.start()
     for t in threads:
         t.join()
-    shared._check()
+    shared.verify()
     assert shared.followers((7, 8))[1].tolist() == [16]
     assert all(shared.followers((100 + i, 200 + i))[0].tolist() == [7] for i in range(16))
 

@@ -27,8 +27,8 @@ from ngramdraft import (
     WrongFileKindError,
     replay,
 )
-from ngramdraft.atomic import atomic_output
 from ngramdraft.errors import ShortStreamWarning
+from ngramdraft.files.atomic import atomic_output
 from ngramdraft.kernels.table import COUNT_MAX
 
 # A stream whose every 2-gram has one follower, so the static cache drafts alone.
@@ -124,7 +124,7 @@ def test_counts_saturate_instead_of_wrapping(tmp_path):
     cache = NgramCache.load(lookup)
     cache.update([5, 6, 7] * 4)
     cache.merge(NgramCache.load(lookup))
-    cache._check()
+    cache.verify()
     tokens, counts = cache.followers((5, 6))
     assert tokens.tolist() == [7] and counts.tolist() == [COUNT_MAX]
     cache.save(tmp_path / "big.ngd")

@@ -1,28 +1,45 @@
 """ngramdraft: prompt-lookup (n-gram) speculative drafting with llama.cpp's exact rules.
 
 >>> from ngramdraft import Drafter
+
+The layers, lowest first (``docs/architecture.md``): ``kernels`` (numba
+storage), ``files`` (bytes on disk), ``tokenizers``, ``rules`` (what to
+draft), ``build`` (corpora into static files), ``caches`` (the three roles),
+``drafting`` (what a decoding loop talks to), ``integrations`` (engines) and
+``cli``.
 """
 
 from ._version import __version__
-from .batch import BatchDrafter, UnknownSequenceError
-from .cache import Cache, NgramCache
-from .drafter import Drafter
+from .caches.base import Cache
+from .caches.ngram import NgramCache
+from .caches.static import StaticCache
+from .drafting.batch import BatchDrafter
+from .drafting.drafter import Drafter
+from .drafting.policy import AdaptiveLength, CostAwareLength, Learns, Policy
+from .drafting.replay import ReplayResult, replay
 from .errors import (
     CacheFileError,
     ChecksumError,
     CorpusError,
     CorruptFileError,
+    DistributedBuildError,
+    EmptyCacheWarning,
+    InternalError,
     InvalidParameterError,
     InvalidTokensError,
+    LockTimeoutError,
+    MissingDependencyError,
+    ModelFileError,
     NgramdraftError,
+    NgramdraftWarning,
+    ShortStreamWarning,
     TokenizerMismatchError,
     TruncatedFileError,
+    UnknownSequenceError,
     UnsupportedVersionError,
+    VocabularyError,
     WrongFileKindError,
 )
-from .policy import AdaptiveLength, CostAwareLength
-from .replay import ReplayResult, replay
-from .static import StaticCache
 
 __all__ = [
     "AdaptiveLength",
@@ -33,17 +50,28 @@ __all__ = [
     "CorpusError",
     "CorruptFileError",
     "CostAwareLength",
+    "DistributedBuildError",
     "Drafter",
+    "EmptyCacheWarning",
+    "InternalError",
     "InvalidParameterError",
     "InvalidTokensError",
+    "Learns",
+    "LockTimeoutError",
+    "MissingDependencyError",
+    "ModelFileError",
     "NgramCache",
     "NgramdraftError",
+    "NgramdraftWarning",
+    "Policy",
     "ReplayResult",
+    "ShortStreamWarning",
     "StaticCache",
     "TokenizerMismatchError",
     "TruncatedFileError",
     "UnknownSequenceError",
     "UnsupportedVersionError",
+    "VocabularyError",
     "WrongFileKindError",
     "__version__",
     "replay",

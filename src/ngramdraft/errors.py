@@ -1,8 +1,12 @@
-"""Exceptions raised by ngramdraft.
+"""Every error and warning ngramdraft raises on purpose.
 
-Every error the library raises on bad input derives from :class:`NgramdraftError`,
-so a caller can catch one type. The value-shaped errors also derive from
-``ValueError`` so that generic handlers keep working.
+Every error derives from :class:`NgramdraftError`, so a caller can catch one
+type. The value-shaped errors also derive from ``ValueError`` (and a missing
+package from ``ImportError``, an unknown sequence from ``KeyError``) so that
+generic handlers keep working. Python's own exceptions reach a caller only
+for programming errors of the caller's (a wrong argument type where the
+signature is typed); an invariant of ngramdraft's own that breaks is
+:class:`InternalError`, never a bare ``AssertionError``.
 """
 
 
@@ -16,6 +20,13 @@ class InvalidTokensError(NgramdraftError, ValueError):
 
 class InvalidParameterError(NgramdraftError, ValueError):
     """A parameter outside its documented range (n_draft < 1, sizes outside 1..4, ...)."""
+
+
+class UnknownSequenceError(InvalidParameterError, KeyError):
+    """A BatchDrafter sequence id that is not active (never added, or already finished)."""
+
+    def __str__(self) -> str:
+        return str(self.args[0])
 
 
 class CacheFileError(NgramdraftError):
@@ -46,8 +57,16 @@ class TokenizerMismatchError(NgramdraftError):
     """The cache was built with another tokenizer than the caller drafts with."""
 
 
+class VocabularyError(TokenizerMismatchError):
+    """The cache holds token ids the model's vocabulary does not have."""
+
+
 class CorpusError(NgramdraftError):
     """A corpus source that cannot be read (missing file, unknown column, offline hub)."""
+
+
+class DistributedBuildError(NgramdraftError):
+    """The cluster could not finish a build (a task kept killing its workers, ...)."""
 
 
 class MissingDependencyError(NgramdraftError, ImportError):
@@ -58,8 +77,12 @@ class ModelFileError(NgramdraftError):
     """A model path that does not exist or is not a model file the engine can load."""
 
 
-class VocabularyError(TokenizerMismatchError):
-    """The cache holds token ids the model's vocabulary does not have."""
+class LockTimeoutError(NgramdraftError):
+    """A shared file's lock could not be taken in time; nothing was written."""
+
+
+class InternalError(NgramdraftError):
+    """An invariant of ngramdraft's own broke: a bug, to be reported with the message."""
 
 
 class NgramdraftWarning(UserWarning):
@@ -72,7 +95,3 @@ class EmptyCacheWarning(NgramdraftWarning):
 
 class ShortStreamWarning(NgramdraftWarning):
     """A replayed stream too short to hold one chunk: nothing was measured."""
-
-
-class LockTimeoutError(NgramdraftError):
-    """A shared file's lock could not be taken in time; nothing was written."""

@@ -15,44 +15,25 @@ and checks the caches against the model's vocabulary.
 Needs ``pip install 'ngramdraft[llama]'``.
 """
 
-import contextlib
-import io
 import os
 import time
 from dataclasses import dataclass
-from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from ..drafter import Drafter
+from ..drafting.drafter import Drafter
 from ..errors import InvalidParameterError, ModelFileError
+from ..files.kinds import check_gguf
 from ..optional import require
+from ..tokenizers.gguf import LlamaVocab, model_name
 
-GGUF_MAGIC = b"GGUF"
 
-
-def _llama_cpp():
+def _llama_cpp() -> Any:
     return require("llama_cpp", "llama", "llama-cpp-python drafting")
 
 
-def check_gguf(path):
-    """``path`` as a Path if it is a GGUF file, else ModelFileError saying what it is."""
-    path = Path(path)
-    if not path.exists():
-        raise ModelFileError(f"{path}: no such model file")
-    if not path.is_file():
-        raise ModelFileError(f"{path}: is a directory, not a GGUF model file")
-    with open(path, "rb") as f:
-        head = f.read(4)
-    if head != GGUF_MAGIC:
-        raise ModelFileError(
-            f"{path}: not a GGUF model file (llama.cpp models start with 'GGUF'; "
-            "convert other formats with llama.cpp's convert_hf_to_gguf.py)"
-        )
-    return path
-
-
-def _draft_model_base():
+def _draft_model_base() -> type:
     # The host's abstract base, so that isinstance checks in the host pass;
     # without llama-cpp-python the adapter still works as a plain callable.
     try:
@@ -76,27 +57,36 @@ class NgramDraftModel(_draft_model_base()):
     dynamic cache and starts anew.
     """
 
-    def __init__(self, static=None, dynamic=None, n_draft=8, *args, **kwargs):
+    def __init__(
+        self, static: Any = None, dynamic: Any = None, n_draft: int = 8, *args: Any, **kwargs: Any
+    ) -> None:
         self.drafter = Drafter(static, dynamic, n_draft, *args, **kwargs)
 
-    def __call__(self, input_ids, /, **kwargs):
+    def __call__(self, input_ids: Any, /, **kwargs: Any) -> np.ndarray:
         self.drafter.sync(input_ids)
         return self.drafter.draft()  # int32 is np.intc on every platform llama.cpp builds for
 
-    def check_model(self, llama):
+    def check_model(self, llama: Any) -> None:
         """Raise if this drafter's caches cannot serve ``llama`` (vocabulary, tokenizer)."""
         self.drafter.check_vocabulary(llama.n_vocab())
         static = self.drafter.static
         if static is not None and static.meta.get("tokenizer") is not None:
-            static.check_tokenizer(LlamaVocab(llama, _model_name(llama)))
+            static.check_tokenizer(LlamaVocab(llama, model_name(llama)))
 
-    def finish(self):
+    def finish(self) -> None:
         """End the current sequence: merge it into the dynamic cache (and save that file)."""
         if self.drafter._started:
             self.drafter.finish()
 
 
-def load_llama(model_path, *, draft_model=None, n_ctx=4096, verbose=False, **kwargs):
+def load_llama(
+    model_path: str | os.PathLike[str],
+    *,
+    draft_model: Any = None,
+    n_ctx: int = 4096,
+    verbose: bool = False,
+    **kwargs: Any,
+) -> Any:
     """A ``llama_cpp.Llama`` for ``model_path`` that drafts with ``draft_model``.
 
     As ``Llama(model_path, draft_model=..., **kwargs)``, with what drafting
@@ -125,7 +115,9 @@ def load_llama(model_path, *, draft_model=None, n_ctx=4096, verbose=False, **kwa
     return llama
 
 
-def measure_pass_cost(llama, n_tokens, *, context=512, reps=5):
+def measure_pass_cost(
+    llama: Any, n_tokens: int, *, context: int = 512, reps: int = 5
+) -> list[float]:
     """Median seconds of one forward pass over k = 1 .. n_tokens tokens, after ``context`` tokens.
 
     What a draft of k - 1 tokens costs on this model and machine: the
@@ -151,60 +143,11 @@ def measure_pass_cost(llama, n_tokens, *, context=512, reps=5):
     return costs
 
 
-def _model_name(llama):
-    return llama.metadata.get("general.name") or Path(llama.model_path).name
-
-
-class LlamaVocab:
-    """A loaded model's vocabulary as an ngramdraft tokenizer (see :mod:`ngramdraft.tokenizer`)."""
-
-    kind = "gguf"
-
-    def __init__(self, llama, name):
-        self._llama = llama
-        self.name = name
-        self.n_vocab = llama.n_vocab()
-
-    def encode_batch(self, texts):
-        pieces = [
-            self._llama.tokenize(t.encode("utf-8"), add_bos=False, special=False) for t in texts
-        ]
-        offsets = np.zeros(len(pieces) + 1, dtype=np.int64)
-        np.cumsum([len(p) for p in pieces], out=offsets[1:])
-        ids = np.fromiter((i for p in pieces for i in p), dtype=np.int32, count=int(offsets[-1]))
-        return ids, offsets
-
-
-class GGUFTokenizer(LlamaVocab):
-    """The vocabulary of a GGUF model file (``--tokenizer MODEL.gguf``), as llama-lookup-create -m.
-
-    llama.cpp itself tokenizes (the model is loaded vocabulary only), so a
-    cache built with it holds exactly the ids the model will see; its
-    identity records the model's name and a fingerprint of its tokenization.
-    """
-
-    def __init__(self, path):
-        llama_cpp = _llama_cpp()
-        path = check_gguf(path)
-        # A vocabulary-only model has no training context, which llama.cpp
-        # reports at error level through the host's logger (Python's stderr);
-        # nothing is wrong, so it is kept out of the user's terminal.
-        with contextlib.redirect_stderr(io.StringIO()):
-            try:
-                llama = llama_cpp.Llama(str(path), vocab_only=True, verbose=False)
-            except ValueError as e:
-                raise ModelFileError(
-                    f"{path}: llama.cpp cannot read this model's vocabulary ({e})"
-                ) from e
-        super().__init__(llama, _model_name(llama))
-        self.path = os.fspath(path)
-
-
 @dataclass
 class Generation:
     """One greedy generation and what drafting did in it (``ngramdraft generate`` prints it)."""
 
-    tokens: list
+    tokens: list[int]
     text: str
     seconds: float  # prompt processing included
     passes: int  # forward passes (the prompt's counts as one)
@@ -212,15 +155,15 @@ class Generation:
     accepted: int
 
     @property
-    def tokens_per_s(self):
+    def tokens_per_s(self) -> float:
         return len(self.tokens) / self.seconds if self.seconds else 0.0
 
     @property
-    def tokens_per_pass(self):
+    def tokens_per_pass(self) -> float:
         return len(self.tokens) / self.passes if self.passes else 0.0
 
 
-def generate(llama, prompt_tokens, n, draft_model=None):
+def generate(llama: Any, prompt_tokens: Any, n: int, draft_model: Any = None) -> Generation:
     """Generate ``n`` tokens greedily with ``llama`` (built by :func:`load_llama`), timing it.
 
     The host calls the draft model once before every forward pass after the
@@ -253,12 +196,12 @@ def generate(llama, prompt_tokens, n, draft_model=None):
 class _CountingDraft:
     """Counts the host's draft calls and drafted tokens of any draft model."""
 
-    def __init__(self, inner):
+    def __init__(self, inner: Any) -> None:
         self.inner = inner
         self.n_calls = 0
         self.n_drafted = 0
 
-    def __call__(self, input_ids, /, **kwargs):
+    def __call__(self, input_ids: Any, /, **kwargs: Any) -> Any:
         draft = self.inner(input_ids, **kwargs)
         self.n_calls += 1
         self.n_drafted += len(draft)

@@ -11,11 +11,21 @@ sequence into the dynamic cache, which is saved to ``--dynamic`` if given.
 Needs ``pip install 'ngramdraft[server]'``.
 """
 
+from typing import Any
+
+from ..files.kinds import check_gguf
 from ..optional import require
-from .llama_cpp import NgramDraftModel, check_gguf
+from .llama_cpp import NgramDraftModel
 
 
-def create_app(model_path, *, draft_model, host="127.0.0.1", port=8000, **model_settings):
+def create_app(
+    model_path: str,
+    *,
+    draft_model: Any,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    **model_settings: Any,
+) -> Any:
     """The FastAPI app of ``llama_cpp.server`` serving ``model_path`` with ``draft_model``."""
     require("fastapi", "server", "ngramdraft serve")
     server_app = require("llama_cpp.server.app", "server", "ngramdraft serve")
@@ -31,7 +41,14 @@ def create_app(model_path, *, draft_model, host="127.0.0.1", port=8000, **model_
     return app
 
 
-def serve(model_path, *, draft_model, host="127.0.0.1", port=8000, **model_settings):
+def serve(
+    model_path: str,
+    *,
+    draft_model: Any,
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    **model_settings: Any,
+) -> None:
     """Run the server until interrupted (``ngramdraft serve``)."""
     uvicorn = require("uvicorn", "server", "ngramdraft serve")
     app = create_app(model_path, draft_model=draft_model, host=host, port=port, **model_settings)

@@ -16,7 +16,7 @@ Needs ``pip install 'ngramdraft[transformers]'`` (and torch; on CPU,
 
 import numpy as np
 
-from ..drafter import Drafter
+from ..drafting.drafter import Drafter
 from ..errors import InvalidParameterError
 from ..optional import require
 

@@ -44,7 +44,7 @@ from collections import defaultdict
 
 import numpy as np
 
-from ..batch import BatchDrafter
+from ..drafting.batch import BatchDrafter
 from ..errors import NgramdraftError
 
 PREFIX = 4  # tokens of a sequence's start that index the sequences without a row

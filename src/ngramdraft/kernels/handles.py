@@ -6,21 +6,23 @@ that than on drafting, and every call site had to list them in the right
 order. A handle is an int64 array holding, for each array of a table or a
 frozen cache, its address and its size, written by one function here
 (``table_handle``, ``frozen_handle``) and read back by one inlined function
-(``table_arrays``, ``frozen_arrays``) inside kernels: a call passes one
+(``table_of``, ``frozen_of``) inside kernels, which rebuilds the
+:data:`~ngramdraft.kernels.table.Table` or
+:data:`~ngramdraft.kernels.frozen.Frozen` namedtuple: a call passes one
 array per cache, and no call site can forget an array or swap two.
 
-Layout (int64 words):
+Layout (int64 words), in the namedtuples' field order:
 
 =========  ==============================================================
-table      slots address, rows | tags | tok | cnt | meta | cand: address,
-           length each (12 words)
-frozen     keys address, rows | offsets | stats | fuse | tokens | counts |
-           params: address, length (rows for keys and stats) (14 words)
+table      slots (address, rows) | tags | tok | cnt | meta | marks:
+           address, length each (12 words)
+frozen     keys (address, rows) | offsets | stats (address, rows) | fuse |
+           tokens | counts | params: address, length (14 words)
 =========  ==============================================================
 
 A handle borrows: whoever builds one must keep its arrays alive and build a
-new one whenever an array is replaced (a table grows). ``Handles`` below
-does both for a set of named slots.
+new one whenever an array is replaced (a table grows);
+``drafting/state.py`` does both for a drafter's state.
 """
 
 import numpy as np
@@ -28,7 +30,9 @@ from numba import carray, njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from .table import ROW
+from ..errors import InternalError
+from .frozen import Frozen
+from .table import ROW, Table
 
 TABLE_WORDS = 12
 FROZEN_WORDS = 14
@@ -44,33 +48,38 @@ def _pointer(typingctx, address):
     return types.voidptr(types.int64), codegen
 
 
-def _put(out, at, arrays):
+def _put(out: np.ndarray, at: int, arrays: tuple[np.ndarray, ...]) -> None:
     for i, a in enumerate(arrays):
         if not a.flags.c_contiguous:
-            raise ValueError("handles hold C-contiguous arrays only")
+            raise InternalError("a handle was asked to hold an array that is not C-contiguous")
         out[at + 2 * i] = a.ctypes.data
         out[at + 2 * i + 1] = a.shape[0]
 
 
-def table_handle(table, out=None, at=0):
-    """Write the handle of a Table (kernels/table.py) into out[at:at+12] (a new array if None)."""
+def table_handle(table: Table, out: np.ndarray | None = None, at: int = 0) -> np.ndarray:
+    """Write the handle of a Table into out[at:at+12] (a new array if None)."""
     out = np.zeros(TABLE_WORDS, dtype=np.int64) if out is None else out
     _put(out, at, table)
     return out
 
 
-def frozen_handle(frozen, out=None, at=0):
-    """Write the handle of a Frozen cache (kernels/frozen.py) into out[at:at+14]."""
+def frozen_handle(frozen: Frozen, out: np.ndarray | None = None, at: int = 0) -> np.ndarray:
+    """Write the handle of a Frozen cache into out[at:at+14]."""
     out = np.zeros(FROZEN_WORDS, dtype=np.int64) if out is None else out
-    f = frozen
-    _put(out, at, (f.keys, f.offsets, f.stats, f.fuse, f.tokens, f.counts, f.params))
+    _put(out, at, frozen)
     return out
 
 
 @njit(cache=True, inline="always")
-def table_arrays(h, at):
-    """(slots, tags, tok, cnt, meta, cand) of the table handle at h[at:]."""
-    return (
+def int32s(h, at):
+    """The int32 array whose (address, length) is h[at:at+2]."""
+    return carray(_pointer(h[at]), (h[at + 1],), np.int32)
+
+
+@njit(cache=True, inline="always")
+def table_of(h, at):
+    """The Table whose handle is at h[at:]."""
+    return Table(
         carray(_pointer(h[at]), (h[at + 1], ROW), np.int64),
         carray(_pointer(h[at + 2]), (h[at + 3],), np.uint8),
         carray(_pointer(h[at + 4]), (h[at + 5],), np.int32),
@@ -81,14 +90,26 @@ def table_arrays(h, at):
 
 
 @njit(cache=True, inline="always")
-def frozen_arrays(h, at):
-    """(keys, fuse, params, offsets, stats, tokens, counts) of the frozen handle at h[at:]."""
-    return (
+def frozen_of(h, at):
+    """The Frozen cache whose handle is at h[at:]."""
+    return Frozen(
         carray(_pointer(h[at]), (h[at + 1], 2), np.int32),
-        carray(_pointer(h[at + 6]), (h[at + 7],), np.uint32),
-        carray(_pointer(h[at + 12]), (h[at + 13],), np.uint64),
         carray(_pointer(h[at + 2]), (h[at + 3],), np.int64),
         carray(_pointer(h[at + 4]), (h[at + 5], 3), np.int32),
+        carray(_pointer(h[at + 6]), (h[at + 7],), np.uint32),
         carray(_pointer(h[at + 8]), (h[at + 9],), np.int32),
         carray(_pointer(h[at + 10]), (h[at + 11],), np.int32),
+        carray(_pointer(h[at + 12]), (h[at + 13],), np.uint64),
     )
+
+
+@njit(cache=True, inline="always")
+def table_at(h, at):
+    """The Table whose handle's address is h[at] (a handle held by its cache, followed)."""
+    return table_of(carray(_pointer(h[at]), (TABLE_WORDS,), np.int64), 0)
+
+
+@njit(cache=True, inline="always")
+def frozen_at(h, at):
+    """The Frozen cache whose handle's address is h[at]."""
+    return frozen_of(carray(_pointer(h[at]), (FROZEN_WORDS,), np.int64), 0)

@@ -29,13 +29,20 @@ Layout (``docs/layout.md`` walks through an example):
   room; the room it leaves is counted as waste and reclaimed when the pool
   itself grows (compaction).
 * ``meta``: [n-grams, pool used, entries, pool waste].
-* ``cand``: uint64 words, one bit per slot. The bit of slot s is set once
-  some n-gram homed at s (the slot its hash points to) has reached
-  the dynamic role's least thresholds (2 samples, 66%). Few do (about 3% of
-  a replayed dynamic cache), and the bits are an eighth of the tags, small
-  enough to stay cached: a clear bit answers "fails" for the dynamic role
-  without touching the table. Bits are never cleared except by ``clear``
-  and rebuilt on growth; a part that drops below again only costs a probe.
+* ``marks``: uint64 words, one bit per slot. The bit of slot s is set once
+  some n-gram homed at s (the slot its hash points to) may reach
+  MARK_SAMPLE samples with MARK_PERCENT of them on its top follower
+  (``dominance.may_reach``). Few do (about 3% of a replayed dynamic cache),
+  and the bits are an eighth of the tags, small enough to stay cached: a
+  clear bit answers "no part homed here can pass a rule at least that
+  strict" without touching the table. Bits are never cleared except by
+  ``clear`` and rebuilt on growth; a part that drops below again only costs
+  a probe. Which rules may use the marks is the rules' business
+  (``rules/llamacpp.py``); the marks only say what they mean.
+
+A table travels between kernels as the namedtuple :data:`Table`; kernels
+called from Python take it whole (one argument), and the state kernels of
+``drafting/state.py`` rebuild it from a handle (``handles.py``).
 
 Every mutation merges a sorted run of (token, count) into one part, so a
 cache merge and a bulk load share one routine (``_try_add``); the update of
@@ -55,18 +62,22 @@ from collections import namedtuple
 import numpy as np
 from numba import njit
 
+from .dominance import may_reach
 from .hashing import key_hash
 from .prefetch import prefetch
 from .search import find, floor_index
-from .thresholds import STRICT_FLOOR_PERCENT, STRICT_FLOOR_SAMPLE, may_pass
 
-Table = namedtuple("Table", "slots tags tok cnt meta cand")
+Table = namedtuple("Table", "slots tags tok cnt meta marks")
 
 KEY01, KEY23, START, LENGTH, CAPAC, TOTAL, MAXC = range(7)
 ROW = 8
 N_NGRAMS, POOL_USED, N_ENTRIES, POOL_WASTE = range(4)
 OK, NEED_SLOTS, NEED_POOL = range(3)
 
+# The marks' definition: llama.cpp's strict (dynamic-role) thresholds at
+# their least, over every n-gram position, so that they serve that role.
+MARK_SAMPLE = 2
+MARK_PERCENT = 66
 # Counts saturate here, as the static build's do: a count that wrapped would
 # turn negative and the file holding it would no longer load.
 COUNT_MAX = np.int64(2**31 - 1)
@@ -75,7 +86,7 @@ _LOW = np.int64(0xFFFFFFFF)
 _S57 = np.uint64(57)
 
 
-def new_table(slots=16, pool=64):
+def new_table(slots: int = 16, pool: int = 64) -> Table:
     """An empty table; ``slots`` must be a power of two."""
     return Table(
         slots=np.zeros((slots, ROW), dtype=np.int64),
@@ -83,12 +94,12 @@ def new_table(slots=16, pool=64):
         tok=np.zeros(pool, dtype=np.int32),
         cnt=np.zeros(pool, dtype=np.int32),
         meta=np.zeros(4, dtype=np.int64),
-        cand=np.zeros(_cand_words(slots), dtype=np.uint64),
+        marks=np.zeros(_mark_words(slots), dtype=np.uint64),
     )
 
 
 @njit(cache=True)
-def _cand_words(slots):
+def _mark_words(slots):
     return max(1, slots // 64)
 
 
@@ -123,20 +134,21 @@ def _probe(slots, tags, k01, k23, h):
 
 
 @njit(cache=True, _nrt=False)
-def lookup(slots, tags, k0, k1, k2, k3):
-    """Row of the n-gram, or -1 if absent."""
-    return lookup_hashed(slots, tags, k0, k1, k2, k3, ngram_hash(k0, k1, k2, k3))
+def ngram_hash(key):
+    """The hash every table uses for this n-gram key (one per draft step serves all tables)."""
+    return key_hash(key[0], key[1], key[2], key[3], _SEED)
 
 
 @njit(cache=True, _nrt=False)
-def ngram_hash(k0, k1, k2, k3):
-    """The hash every table uses for this n-gram (one per draft step serves all tables)."""
-    return key_hash(k0, k1, k2, k3, _SEED)
+def lookup(slots, tags, key):
+    """Row of the n-gram key (4 ids, padded with -1), or -1 if absent."""
+    return lookup_hashed(slots, tags, key, ngram_hash(key))
 
 
 @njit(cache=True, _nrt=False)
-def lookup_hashed(slots, tags, k0, k1, k2, k3, h):
-    s = _probe(slots, tags, _pack(k0, k1), _pack(k2, k3), h)
+def lookup_hashed(slots, tags, key, h):
+    """lookup() of a key whose hash h is known."""
+    s = _probe(slots, tags, _pack(key[0], key[1]), _pack(key[2], key[3]), h)
     return s if tags[s] else -1
 
 
@@ -146,24 +158,18 @@ def _home(tags, h):
 
 
 @njit(cache=True, _nrt=False)
-def _may_pass(slots, s):
-    """Whether row s's part reaches the dynamic role's least thresholds."""
-    return may_pass(slots[s, TOTAL], slots[s, MAXC], STRICT_FLOOR_SAMPLE, STRICT_FLOOR_PERCENT)
-
-
-@njit(cache=True, _nrt=False)
-def _mark(slots, tags, cand, s, h):
-    """Set the cand bit of hash h's home slot if row s (holding h) may pass."""
-    if _may_pass(slots, s):
+def _mark(slots, tags, marks, s, h):
+    """Set the mark of hash h's home slot if row s (holding h) may reach the marks' shares."""
+    if may_reach(slots[s, TOTAL], slots[s, MAXC], MARK_SAMPLE, MARK_PERCENT):
         i = _home(tags, h)
-        cand[i >> 6] |= np.uint64(1) << np.uint64(i & 63)
+        marks[i >> 6] |= np.uint64(1) << np.uint64(i & 63)
 
 
 @njit(cache=True, _nrt=False)
-def candidate(tags, cand, h):
-    """False when no n-gram homed where hash h is can pass the dynamic role's thresholds."""
+def marked(tags, marks, h):
+    """False when no n-gram homed where hash h is may reach the marks' shares."""
     i = _home(tags, h)
-    return (cand[i >> 6] >> np.uint64(i & 63)) & np.uint64(1) != 0
+    return (marks[i >> 6] >> np.uint64(i & 63)) & np.uint64(1) != 0
 
 
 @njit(cache=True, _nrt=False)
@@ -180,16 +186,15 @@ def _grow_slots(t, capacity):
     old = t.slots
     rows = np.zeros((capacity, ROW), dtype=np.int64)
     tags = np.zeros(capacity, dtype=np.uint8)
-    cand = np.zeros(_cand_words(capacity), dtype=np.uint64)
+    marks = np.zeros(_mark_words(capacity), dtype=np.uint64)
     for s in range(old.shape[0]):
         if t.tags[s]:
-            k0, k1, k2, k3 = unpack_key(old, s)
-            h = key_hash(k0, k1, k2, k3, _SEED)
+            h = ngram_hash(unpack_key(old, s))
             d = _probe(rows, tags, old[s, KEY01], old[s, KEY23], h)
             rows[d] = old[s]
             tags[d] = _tag(h)
-            _mark(rows, tags, cand, d, h)
-    return Table(rows, tags, t.tok, t.cnt, t.meta, cand)
+            _mark(rows, tags, marks, d, h)
+    return Table(rows, tags, t.tok, t.cnt, t.meta, marks)
 
 
 @njit(cache=True)
@@ -210,29 +215,29 @@ def _grow_pool(t, need):
         used += t.slots[s, CAPAC]
     t.meta[POOL_USED] = used
     t.meta[POOL_WASTE] = 0
-    return Table(t.slots, t.tags, tok, cnt, t.meta, t.cand)
+    return Table(t.slots, t.tags, tok, cnt, t.meta, t.marks)
 
 
 @njit(cache=True, _nrt=False)
-def _merge_run(slots, tok, cnt, meta, s, rtok, rlo, rcnt, clo, n):
-    """Merge the sorted run rtok[rlo:rlo+n] (counts rcnt[clo:clo+n]) into row s's part.
+def _merge_run(t, s, run_tok, run_cnt, lo, n):
+    """Merge the sorted run run_tok[lo:lo+n] (counts run_cnt[lo:lo+n]) into row s's part.
 
     The caller has made room: a part that must move needs at most
     max(2 * CAPAC, LENGTH + n) free pool entries.
     """
+    slots, tok, cnt, meta = t.slots, t.tok, t.cnt, t.meta
     a, m = slots[s, START], slots[s, LENGTH]
     mx = slots[s, MAXC]
     new = 0
-    dc = clo - rlo  # count of rtok[j] is rcnt[j + dc]
-    for j in range(rlo, rlo + n):
-        i = find(tok, a, m, rtok[j])
+    for j in range(lo, lo + n):
+        i = find(tok, a, m, run_tok[j])
         if i >= 0:
-            c = min(np.int64(cnt[i]) + rcnt[j + dc], COUNT_MAX)
+            c = min(np.int64(cnt[i]) + run_cnt[j], COUNT_MAX)
             slots[s, TOTAL] += c - cnt[i]
             cnt[i] = c
             mx = max(mx, c)
         else:
-            slots[s, TOTAL] += rcnt[j + dc]
+            slots[s, TOTAL] += run_cnt[j]
             new += 1
     if new:
         need = m + new
@@ -251,8 +256,8 @@ def _merge_run(slots, tok, cnt, meta, s, rtok, rlo, rcnt, clo, n):
         # part is rewritten in place in O(m + n) moves.
         i = a + m
         w = a + need
-        for j in range(rlo + n - 1, rlo - 1, -1):
-            x = rtok[j]
+        for j in range(lo + n - 1, lo - 1, -1):
+            x = run_tok[j]
             p = a
             if i > a:
                 f = floor_index(tok, a, i - a, x)
@@ -266,7 +271,7 @@ def _merge_run(slots, tok, cnt, meta, s, rtok, rlo, rcnt, clo, n):
             w -= k + 1
             i = p
             tok[w] = x
-            cnt[w] = rcnt[j + dc]
+            cnt[w] = run_cnt[j]
             mx = max(mx, np.int64(cnt[w]))
         slots[s, LENGTH] = need
         meta[N_ENTRIES] += new
@@ -274,12 +279,13 @@ def _merge_run(slots, tok, cnt, meta, s, rtok, rlo, rcnt, clo, n):
 
 
 @njit(cache=True, _nrt=False, inline="always")
-def _add_one(slots, tok, cnt, meta, s, x):
+def _add_one(t, s, x):
     """_merge_run of the one-token run (x, count 1), the update of every decoded token.
 
     Ends in the state the general merge would leave, in one pass: a part that
     must move is copied with the gap for x already open.
     """
+    slots, tok, cnt, meta = t.slots, t.tok, t.cnt, t.meta
     a, m = slots[s, START], slots[s, LENGTH]
     p = a
     if m > 0:
@@ -317,20 +323,21 @@ def _add_one(slots, tok, cnt, meta, s, x):
 
 
 @njit(cache=True, _nrt=False, inline="always")
-def _slot_for(slots, tags, tok, meta, k0, k1, k2, k3, n):
+def _slot_for(t, key, n):
     """(OK, row, hash) of an n-gram about to get n more followers, created if
     new, or (what must grow first, -1, hash).
     """
-    h = key_hash(k0, k1, k2, k3, _SEED)
+    slots, tags, meta = t.slots, t.tags, t.meta
+    h = ngram_hash(key)
     if (meta[N_NGRAMS] + 1) * 2 > slots.shape[0]:
         return NEED_SLOTS, -1, h
-    k01 = _pack(k0, k1)
-    k23 = _pack(k2, k3)
+    k01 = _pack(key[0], key[1])
+    k23 = _pack(key[2], key[3])
     s = _probe(slots, tags, k01, k23, h)
     fresh = tags[s] == 0
     m = 0 if fresh else slots[s, LENGTH]
     c = 0 if fresh else slots[s, CAPAC]
-    if m + n > c and meta[POOL_USED] + max(2 * c, m + n) > tok.shape[0]:
+    if m + n > c and meta[POOL_USED] + max(2 * c, m + n) > t.tok.shape[0]:
         return NEED_POOL, -1, h
     if fresh:
         tags[s] = _tag(h)
@@ -342,28 +349,23 @@ def _slot_for(slots, tags, tok, meta, k0, k1, k2, k3, n):
     return OK, s, h
 
 
-@njit(cache=True, _nrt=False)
-def _try_add(slots, tags, tok, cnt, meta, cand, k0, k1, k2, k3, rtok, rlo, rcnt, clo, n):
-    """Add a sorted run of followers to an n-gram: OK, or what must grow first.
-
-    Takes the table's arrays rather than the Table: taking arrays out of a
-    tuple inside the hot loop costs more than the insert itself.
-    """
-    status, s, h = _slot_for(slots, tags, tok, meta, k0, k1, k2, k3, n)
+@njit(cache=True, _nrt=False, inline="always")
+def _try_add(t, key, run_tok, run_cnt, lo, n):
+    """Add the sorted run run_tok/run_cnt[lo:lo+n] to an n-gram: OK, or what must grow first."""
+    status, s, h = _slot_for(t, key, n)
     if status == OK:
-        _merge_run(slots, tok, cnt, meta, s, rtok, rlo, rcnt, clo, n)
-        _mark(slots, tags, cand, s, h)
+        _merge_run(t, s, run_tok, run_cnt, lo, n)
+        _mark(t.slots, t.tags, t.marks, s, h)
     return status
 
 
 @njit(cache=True, _nrt=False, inline="always")
-def _try_add_one(slots, tags, tok, cnt, meta, cand, seq, i, size):
+def _try_add_one(t, seq, i, size):
     """Count seq[i] as a follower of the n-gram of this size before it: OK, or what must grow."""
-    k0, k1, k2, k3 = ngram_at(seq, i, size)
-    status, s, h = _slot_for(slots, tags, tok, meta, k0, k1, k2, k3, 1)
+    status, s, h = _slot_for(t, ngram_at(seq, i, size), 1)
     if status == OK:
-        _add_one(slots, tok, cnt, meta, s, seq[i])
-        _mark(slots, tags, cand, s, h)
+        _add_one(t, s, seq[i])
+        _mark(t.slots, t.tags, t.marks, s, h)
     return status
 
 
@@ -375,7 +377,7 @@ def grow(t, status, n=1):
     return _grow_pool(t, n + 2 * t.tok.shape[0] // 8)
 
 
-def reserve(t, n_ngrams, n_entries):
+def reserve(t: Table, n_ngrams: int, n_entries: int) -> Table:
     """t grown once for n_ngrams more n-grams and n_entries more followers.
 
     A merge or load knows its size: one rehash and one pool copy instead of
@@ -399,35 +401,41 @@ def ngram_at(seq, end, size):
     return k0, k1, k2, k3
 
 
-@njit(cache=True, _nrt=False)
-def update_arrays(slots, tags, tok, cnt, meta, cand, seq, length, nnew, nmin, nmax, resume):
-    """llama.cpp's common_ngram_cache_update over seq[:length], on a table's arrays.
+@njit(cache=True, _nrt=False, inline="always")
+def update_from(t, seq, length, nnew, sizes, resume):
+    """llama.cpp's common_ngram_cache_update over seq[:length], without growing the table.
 
-    Sizes are the outer loop, as upstream. The table is not grown here: the
-    call stops before an insert that does not fit and returns
-    ``position << 2 | status`` (position counts the (size, i) inserts done,
-    status says what must grow); -1 when everything was added. Called again
-    with ``resume = position`` after growing, it goes on where it stopped:
-    an insert either happens whole or not at all.
+    Counts, for each n-gram size in ``sizes`` (min, max), the last ``nnew``
+    tokens as followers, sizes as the outer loop as upstream. The call stops
+    before an insert that does not fit and returns ``position << 2 |
+    status`` (position counts the (size, i) inserts done, status says what
+    must grow); -1 when everything was added. Called again with ``resume =
+    position`` after growing, it goes on where it stopped: an insert either
+    happens whole or not at all.
     """
     position = 0
-    for size in range(nmin, nmax + 1):
+    for size in range(sizes[0], sizes[1] + 1):
         for i in range(max(length - nnew, size), length):
             if position >= resume:
-                status = _try_add_one(slots, tags, tok, cnt, meta, cand, seq, i, size)
+                status = _try_add_one(t, seq, i, size)
                 if status != OK:
                     return (position << 2) | status
             position += 1
     return -1
 
 
-def update(t, seq, length, nnew, nmin, nmax):
-    """update_arrays, growing the table as needed; returns the table."""
-    return _growing(t, update_arrays, (seq, length, nnew, nmin, nmax))
+@njit(cache=True, _nrt=False)
+def _update_kernel(t, seq, length, nnew, sizes, resume):
+    return update_from(t, seq, length, nnew, sizes, resume)
+
+
+def update(t: Table, seq: np.ndarray, length: int, nnew: int, sizes: tuple[int, int]) -> Table:
+    """update_from, growing the table as needed; returns the table."""
+    return _growing(t, _update_kernel, (seq, length, nnew, sizes))
 
 
 def _growing(t, kernel, args, part_length=None):
-    """Call kernel(*t, *args, resume) until it returns -1, growing t as it asks.
+    """Call kernel(t, *args, resume) until it returns -1, growing t as it asks.
 
     The kernel returns ``position << 2 | status`` when the part at
     ``position`` did not fit; part_length(position) is that part's length
@@ -436,7 +444,7 @@ def _growing(t, kernel, args, part_length=None):
     """
     resume = 0
     while True:
-        done = kernel(*t, *args, resume)
+        done = kernel(t, *args, resume)
         if done < 0:
             return t
         resume = done >> 2
@@ -444,8 +452,8 @@ def _growing(t, kernel, args, part_length=None):
 
 
 @njit(cache=True, _nrt=False, inline="always")
-def append_token(slots, tags, tok, cnt, meta, cand, seq, length):
-    """update(seq, length, nnew=1, sizes 1..4) on a table's arrays, without growing it.
+def append_token(t, seq, length):
+    """update_from(seq, length, nnew=1, sizes 1..4) without growing the table.
 
     Returns OK, or what must grow (the table may then hold part of the token).
     Replay's chunks are sized never to need growth and redo a chunk that does.
@@ -453,15 +461,15 @@ def append_token(slots, tags, tok, cnt, meta, cand, seq, length):
     i = length - 1
     for size in range(1, 5):
         if i >= size:
-            status = _try_add_one(slots, tags, tok, cnt, meta, cand, seq, i, size)
+            status = _try_add_one(t, seq, i, size)
             if status != OK:
                 return status
     return OK
 
 
 @njit(cache=True, _nrt=False)
-def rewind_arrays(slots, tags, tok, cnt, meta, cand, seq, length, n):
-    """Undo update() of seq[length-n:length] (every size): counts go down, empty parts go.
+def rewind(t, seq, length, n):
+    """Undo the update of seq[length-n:length] (every size): counts go down, empty parts go.
 
     The exact inverse of counting those tokens, in O(n) probes plus the
     length of each part touched. Returns the number of counts that were not
@@ -470,21 +478,21 @@ def rewind_arrays(slots, tags, tok, cnt, meta, cand, seq, length, n):
     missing = 0
     for size in range(1, 5):
         for i in range(max(length - n, size), length):
-            k0, k1, k2, k3 = ngram_at(seq, i, size)
-            if not _remove_one(slots, tags, tok, cnt, meta, cand, k0, k1, k2, k3, seq[i]):
+            if not _remove_one(t, ngram_at(seq, i, size), seq[i]):
                 missing += 1
     return missing
 
 
 @njit(cache=True, _nrt=False)
-def _remove_one(slots, tags, tok, cnt, meta, cand, k0, k1, k2, k3, x):
+def _remove_one(t, key, x):
     """Take one count of follower x from the n-gram; False if there was none.
 
-    A part with fewer samples can pass a threshold it failed before (2 of 3
-    is 66%, 2 of 4 is not), so the cand bit is set again as after an insert.
+    A part with fewer samples can reach shares it did not before (2 of 3 is
+    66%, 2 of 4 is not), so the mark is set again as after an insert.
     """
-    h = key_hash(k0, k1, k2, k3, _SEED)
-    s = _probe(slots, tags, _pack(k0, k1), _pack(k2, k3), h)
+    slots, tags, tok, cnt, meta = t.slots, t.tags, t.tok, t.cnt, t.meta
+    h = ngram_hash(key)
+    s = _probe(slots, tags, _pack(key[0], key[1]), _pack(key[2], key[3]), h)
     if tags[s] == 0:
         return False
     a, m = slots[s, START], slots[s, LENGTH]
@@ -511,7 +519,7 @@ def _remove_one(slots, tags, tok, cnt, meta, cand, k0, k1, k2, k3, x):
         for i in range(a, a + slots[s, LENGTH]):
             mx = max(mx, np.int64(cnt[i]))
         slots[s, MAXC] = mx
-    _mark(slots, tags, cand, s, h)
+    _mark(slots, tags, t.marks, s, h)
     return True
 
 
@@ -521,7 +529,7 @@ def _delete_row(slots, tags, s):
 
     No tombstones: every row stays reachable from its home slot with no empty
     row in between, which is what _probe relies on. Rows keep their hashes,
-    so their homes' cand bits stay right.
+    so their homes' marks stay right.
     """
     mask = tags.shape[0] - 1
     hole = s
@@ -530,8 +538,7 @@ def _delete_row(slots, tags, s):
         j = (j + 1) & mask
         if tags[j] == 0:
             break
-        k0, k1, k2, k3 = unpack_key(slots, j)
-        home = _home(tags, key_hash(k0, k1, k2, k3, _SEED))
+        home = _home(tags, ngram_hash(unpack_key(slots, j)))
         # Row j may fill the hole unless its home lies cyclically in (hole, j].
         if (home - hole - 1) & mask < (j - hole) & mask:
             continue
@@ -545,61 +552,56 @@ def _delete_row(slots, tags, s):
 
 
 @njit(cache=True, _nrt=False)
-def merge_arrays(slots, tags, tok, cnt, meta, cand, s_slots, s_tags, s_tok, s_cnt, resume):
-    """Add the parts of source rows resume.. into a table's arrays, without growing it.
+def _merge_kernel(t, src, resume):
+    """Add the parts of src's rows resume.. into t, without growing it.
 
     Returns -1 when every part was added, else ``row << 2 | status`` for the
-    first source row whose part did not fit (see update_arrays).
+    first source row whose part did not fit (see update_from).
     """
-    for s in range(resume, s_slots.shape[0]):
-        if s_tags[s] == 0:
+    for s in range(resume, src.slots.shape[0]):
+        if src.tags[s] == 0:
             continue
-        k0, k1, k2, k3 = unpack_key(s_slots, s)
-        a, m = s_slots[s, START], s_slots[s, LENGTH]
-        status = _try_add(slots, tags, tok, cnt, meta, cand, k0, k1, k2, k3, s_tok, a, s_cnt, a, m)
+        a, m = src.slots[s, START], src.slots[s, LENGTH]
+        status = _try_add(t, unpack_key(src.slots, s), src.tok, src.cnt, a, m)
         if status != OK:
             return (s << 2) | status
     return -1
 
 
-def merge(t, src):
+def merge(t: Table, src: Table) -> Table:
     """Add every (n-gram, token, count) of src into t; returns t (grown as needed)."""
     if src.slots is t.slots:
         # Growing t would move the parts src is being read from.
         src = Table(*(a.copy() for a in src))
     t = reserve(t, src.meta[N_NGRAMS], src.meta[N_ENTRIES])
-    return _growing(
-        t,
-        merge_arrays,
-        (src.slots, src.tags, src.tok, src.cnt),
-        lambda row: src.slots[row, LENGTH],
-    )
+    return _growing(t, _merge_kernel, (src,), lambda row: src.slots[row, LENGTH])
 
 
 @njit(cache=True, _nrt=False)
-def load_arrays(slots, tags, tok, cnt, meta, cand, keys, offsets, rtok, rcnt, resume):
-    """Add keys[resume:] (keys[i] owns rtok/rcnt[offsets[i]:offsets[i+1]]), without growing.
+def _load_kernel(t, keys, offsets, tokens, counts, resume):
+    """Add keys[resume:] (keys[i] owns tokens/counts[offsets[i]:offsets[i+1]]), without growing.
 
-    Returns -1 or ``i << 2 | status`` (see update_arrays).
+    Returns -1 or ``i << 2 | status`` (see update_from).
     """
     width = keys.shape[1]
     for i in range(resume, keys.shape[0]):
         k2 = keys[i, 2] if width > 2 else np.int32(-1)
         k3 = keys[i, 3] if width > 3 else np.int32(-1)
+        key = (keys[i, 0], keys[i, 1], k2, k3)
         a, m = offsets[i], offsets[i + 1] - offsets[i]
-        status = _try_add(
-            slots, tags, tok, cnt, meta, cand, keys[i, 0], keys[i, 1], k2, k3, rtok, a, rcnt, a, m
-        )
+        status = _try_add(t, key, tokens, counts, a, m)
         if status != OK:
             return (i << 2) | status
     return -1
 
 
-def load_sorted(t, keys, offsets, rtok, rcnt):
-    """Add the n-grams of flat arrays (keys[i] owns rtok/rcnt[offsets[i]:offsets[i+1]])."""
-    t = reserve(t, len(keys), len(rtok))
+def load_sorted(
+    t: Table, keys: np.ndarray, offsets: np.ndarray, tokens: np.ndarray, counts: np.ndarray
+) -> Table:
+    """Add the n-grams of flat arrays (keys[i] owns tokens/counts[offsets[i]:offsets[i+1]])."""
+    t = reserve(t, len(keys), len(tokens))
     return _growing(
-        t, load_arrays, (keys, offsets, rtok, rcnt), lambda i: offsets[i + 1] - offsets[i]
+        t, _load_kernel, (keys, offsets, tokens, counts), lambda i: offsets[i + 1] - offsets[i]
     )
 
 
@@ -607,7 +609,7 @@ def load_sorted(t, keys, offsets, rtok, rcnt):
 def clear(t):
     t.tags[:] = 0
     t.meta[:] = 0
-    t.cand[:] = 0
+    t.marks[:] = 0
 
 
 @njit(cache=True)
@@ -642,7 +644,7 @@ def gather(t, rows):
 
 @njit(cache=True)
 def check(t):
-    """The first row that breaks an invariant, or -1 (see NgramCache._check)."""
+    """The first row that breaks an invariant, or -1 (see NgramCache.verify)."""
     used = t.slots.shape[0]  # reported when a table-wide count is wrong
     spans = np.empty((t.meta[N_NGRAMS], 2), dtype=np.int64)
     n = 0
@@ -651,10 +653,10 @@ def check(t):
         row = t.slots[s]
         if t.tags[s] == 0:
             continue
-        k0, k1, k2, k3 = unpack_key(t.slots, s)
-        h = key_hash(k0, k1, k2, k3, _SEED)
+        key = unpack_key(t.slots, s)
+        h = ngram_hash(key)
         if (
-            k0 < 0
+            key[0] < 0
             or t.tags[s] != _tag(h)
             or _probe(t.slots, t.tags, row[KEY01], row[KEY23], h) != s
         ):
@@ -671,7 +673,8 @@ def check(t):
             mx = max(mx, np.int64(t.cnt[i]))
         if total != row[TOTAL] or mx != row[MAXC] or n >= spans.shape[0]:
             return s
-        if _may_pass(t.slots, s) and not candidate(t.tags, t.cand, h):
+        reaches = may_reach(row[TOTAL], row[MAXC], MARK_SAMPLE, MARK_PERCENT)
+        if reaches and not marked(t.tags, t.marks, h):
             return s
         spans[n, 0] = a
         spans[n, 1] = a + row[CAPAC]

@@ -1,4 +1,4 @@
-"""Counting 2-gram followers for static caches.
+"""Counting 2-gram followers for static caches: packed triples.
 
 A triple (a, b, c) says "2-gram (a, b) was followed by c". With ``bits`` bits
 per token (3 * bits <= 63) it packs into one uint64 as ``a << 2B | b << B | c``,
@@ -8,8 +8,6 @@ exactly the static file's order (keys ascending, followers ascending).
 
 import numpy as np
 from numba import njit
-
-from .thresholds import wrap32
 
 INT32_MAX = 2**31 - 1
 
@@ -74,29 +72,6 @@ def reduce_sorted(packed, counts, n):
             packed[k] = packed[i]
         out_counts[k] += counts[i] if counts.shape[0] > 0 else 1
     return m, out_counts
-
-
-@njit(cache=True)
-def span_stats(offsets, tokens, counts):
-    """Per key: the static-only draft's (best token, its count, wrapped sum).
-
-    best is the first strictly largest count in ascending token order.
-    """
-    k = offsets.shape[0] - 1
-    stats = np.empty((k, 3), dtype=np.int32)
-    for i in range(k):
-        best = -1
-        mx = 0
-        acc = np.int64(0)
-        for j in range(offsets[i], offsets[i + 1]):
-            if counts[j] > mx:
-                mx = counts[j]
-                best = tokens[j]
-            acc = wrap32(acc + counts[j])
-        stats[i, 0] = best
-        stats[i, 1] = mx
-        stats[i, 2] = acc
-    return stats
 
 
 @njit(cache=True, nogil=True)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .errors import InvalidParameterError
+from ngramdraft.errors import InvalidParameterError
 
 # Word pieces of the tiny vocabulary: common English, enough that ordinary
 # prompts tokenize mostly into pieces rather than bytes.

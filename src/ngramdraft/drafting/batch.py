@@ -6,38 +6,40 @@ of states (kernels/step.py), so one numba call drafts for all of them,
 over the machine's threads for large batches, with the GIL released; and one
 call accepts every sequence's new tokens. Sequences share the static and the
 dynamic caches; finishing a sequence merges it into the dynamic cache (and a
-dynamic path is saved under its lock, see :mod:`ngramdraft.shared`).
+dynamic path is saved under its lock, see :mod:`ngramdraft.caches.shared`).
 """
 
 import itertools
-from collections.abc import Hashable, Sequence
+import os
+from collections.abc import Callable, Hashable, Sequence
 from typing import TYPE_CHECKING
 
 import numba
 import numpy as np
 
-from .drafter import Drafter
-from .errors import CorruptFileError, InvalidParameterError, InvalidTokensError
-from .kernels import step as S
-from .kernels.frozen import CORRUPT
-from .kernels.handles import table_handle
-from .shared import LOCK_TIMEOUT, dynamic_role
-from .static import as_static
-from .validation import check_int, check_ngram_range, check_token_range
+from ..caches.shared import LOCK_TIMEOUT, SharedDynamicFile, dynamic_role
+from ..caches.static import as_static
+from ..errors import (
+    CorruptFileError,
+    InvalidParameterError,
+    InvalidTokensError,
+    UnknownSequenceError,
+)
+from ..kernels.frozen import CORRUPT
+from ..validation import check_int, check_ngram_range, check_token_range
+from . import state as S
+from .drafter import MAX_DRAFT, Drafter
 
 if TYPE_CHECKING:
     from numpy.typing import ArrayLike
 
+    from ..caches.base import Cache
+    from ..caches.ngram import NgramCache
+    from ..caches.static import StaticCache
+
 # Below this many sequences a draft call runs on one thread: starting the
 # others costs more than they save.
 PARALLEL_FROM = 32
-
-
-class UnknownSequenceError(InvalidParameterError, KeyError):
-    """A sequence id that is not active (never added, or already finished)."""
-
-    def __str__(self):
-        return self.args[0]
 
 
 class BatchDrafter:
@@ -50,8 +52,8 @@ class BatchDrafter:
 
     def __init__(
         self,
-        static=None,
-        dynamic=None,
+        static: "StaticCache | Cache | str | os.PathLike[str] | None" = None,
+        dynamic: "NgramCache | Cache | SharedDynamicFile | str | os.PathLike[str] | None" = None,
         n_draft: int = 8,
         ngram_min: int = 1,
         ngram_max: int = 4,
@@ -63,11 +65,11 @@ class BatchDrafter:
         max_dynamic_ngrams: int | None = None,
     ) -> None:
         self.max_seqs = check_int(max_seqs, "max_seqs", 1, 1 << 20)
-        check_int(n_draft, "n_draft", 1, 4096)
+        check_int(n_draft, "n_draft", 1, MAX_DRAFT)
         check_ngram_range(ngram_min, ngram_max)
-        static = None if static is None else as_static(static)
-        if static is not None and tokenizer is not None:
-            static.check_tokenizer(tokenizer)
+        self.static = None if static is None else as_static(static)
+        if self.static is not None and tokenizer is not None:
+            self.static.check_tokenizer(tokenizer)
         shared, self.dynamic = dynamic_role(
             dynamic, lock_timeout=lock_timeout, max_ngrams=max_dynamic_ngrams, save_every=save_every
         )
@@ -75,19 +77,20 @@ class BatchDrafter:
         # Every sequence's drafter shares the file (saves merge under its lock)
         # or, without one, the in-memory cache.
         shared_dynamic = shared or self.dynamic
-        self._make = lambda: Drafter(static, shared_dynamic, n_draft, ngram_min, ngram_max)
-        self.static = static
+        static_role = self.static
+        self._make: Callable[[], Drafter] = lambda: Drafter(
+            static_role, shared_dynamic, n_draft, ngram_min, ngram_max
+        )
         self.n_draft = n_draft
         self._states = np.zeros((self.max_seqs, S.STATE_WORDS), dtype=np.int64)
         self._free = list(range(self.max_seqs - 1, -1, -1))
-        self._active = {}  # id -> (row, Drafter)
-        self._spare = []  # finished drafters, reused by add()
-        self._dyn_t = self.dynamic._t
+        self._active: dict[Hashable, tuple[int, Drafter]] = {}
+        self._spare: list[Drafter] = []  # finished drafters, reused by add()
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self._active)
 
-    def __contains__(self, seq_id):
+    def __contains__(self, seq_id: object) -> bool:
         return seq_id in self._active
 
     def add(self, seq_id: Hashable, prompt_tokens: "ArrayLike") -> None:
@@ -118,24 +121,22 @@ class BatchDrafter:
         out = np.zeros((len(rows), self.n_draft), dtype=np.int32)
         lengths = np.zeros(len(rows), dtype=np.int64)
         with self.dynamic.lock:  # no merge from another thread while the kernels read it
-            if self.dynamic._t is not self._dyn_t:  # a finish() grew the shared dynamic table
-                self._dyn_t = self.dynamic._t
-                self._states[:, S.DYN : S.DYN + 12] = table_handle(self._dyn_t)
-                drafters = itertools.chain(self._active.values(), ((0, d) for d in self._spare))
-                for _, drafter in drafters:
-                    drafter._dyn_t = self._dyn_t
             if len(rows) >= PARALLEL_FROM:
                 S.draft_rows_parallel(self._states, rows, out, lengths, numba.get_num_threads())
             else:
                 S.draft_rows(self._states, rows, out, lengths)
         if len(rows) and (lengths.min() == CORRUPT or self._damaged()):
             raise CorruptFileError(
-                f"{self.static.path}: static cache damaged (see `ngramdraft inspect --verify`)"
+                f"{getattr(self.static, 'path', None)}: static cache damaged "
+                "(see `ngramdraft inspect --verify`)"
             )
         return out, lengths.astype(np.int32)
 
     def accept(
-        self, seq_ids: Sequence[Hashable], tokens: "ArrayLike", lengths: "ArrayLike" = None
+        self,
+        seq_ids: Sequence[Hashable],
+        tokens: "ArrayLike",
+        lengths: "ArrayLike | None" = None,
     ) -> None:
         """Append each sequence's verified tokens (any number per sequence).
 
@@ -159,7 +160,7 @@ class BatchDrafter:
         seq_ids: Sequence[Hashable],
         token_ids: np.ndarray,
         lengths: "ArrayLike",
-        rows: "ArrayLike" = None,
+        rows: "ArrayLike | None" = None,
     ) -> np.ndarray:
         """Follow sequences an engine hands over whole, as :meth:`Drafter.sync` does for one.
 
@@ -194,13 +195,18 @@ class BatchDrafter:
         mismatch = status == S.MISMATCH
         status[mismatch] = -1
 
-        def new_tokens(i):
+        def new_tokens(i: int) -> np.ndarray:
             return token_ids[rows[i], self._states[ids[i], S.N] : lengths[i]]
 
         self._grow_and_go_on(seq_ids, status, new_tokens)
         return mismatch
 
-    def _grow_and_go_on(self, seq_ids, status, new_tokens):
+    def _grow_and_go_on(
+        self,
+        seq_ids: Sequence[Hashable],
+        status: np.ndarray,
+        new_tokens: Callable[[int], np.ndarray],
+    ) -> None:
         """Finish the accepts that stopped for room: a full sequence or context table."""
         for i in np.flatnonzero(status >= 0):
             drafter = self._active[seq_ids[i]][1]
@@ -230,13 +236,13 @@ class BatchDrafter:
         """Sequence ``seq_id`` so far, a copy."""
         return self._drafter(seq_id).tokens
 
-    def _drafter(self, seq_id):
+    def _drafter(self, seq_id: Hashable) -> Drafter:
         try:
             return self._active[seq_id][1]
         except KeyError:
             raise UnknownSequenceError(f"unknown sequence id {seq_id!r}: add() it first") from None
 
-    def _rows(self, seq_ids):
+    def _rows(self, seq_ids: Sequence[Hashable]) -> np.ndarray:
         try:
             rows = np.fromiter((self._active[i][0] for i in seq_ids), dtype=np.int64)
         except KeyError as e:
@@ -247,11 +253,13 @@ class BatchDrafter:
             raise InvalidParameterError("seq_ids lists a sequence twice: give each id once")
         return rows
 
-    def _damaged(self):
+    def _damaged(self) -> bool:
         return self.static is not None and self.static.prefault().damage is not None
 
 
-def _flatten(tokens, lengths, n):
+def _flatten(
+    tokens: "ArrayLike", lengths: "ArrayLike | None", n: int
+) -> tuple[np.ndarray, np.ndarray]:
     """(flat int32 tokens, offsets[n + 1]) of per-sequence tokens, every id checked."""
     if lengths is not None:
         arr = np.asarray(tokens)

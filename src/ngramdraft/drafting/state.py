@@ -1,58 +1,98 @@
-"""One sequence's draft and accept, from its state handle (the Drafter's hot path).
+"""One sequence's kernel state, and the kernels that draft and accept from it.
 
-A drafter's state is one int64 array (layout below) holding the handles of
-its three caches (kernels/handles.py), its sequence and draft buffer, and
-its sizes. ``draft_state`` and ``accept_state`` take it and nothing else of
-the caches, so a call from Python checks and unboxes one array instead of
-twenty: the call costs less than the drafting it does.
+A drafter's state is one int64 array (layout below). Its caches appear in it
+as the address of each cache's own handle (``kernels/handles.py``): an
+``NgramCache`` rewrites its handle whenever its table is replaced (a growth,
+a merge), so a state never goes stale and no caller re-points anything. A
+call from Python checks and unboxes one array instead of twenty, so the call
+costs less than the drafting it does; a BatchDrafter keeps its sequences'
+states as the rows of one table and drafts for all of them in one call.
 
 ======  =====  ============================================================
 words   name   contents
 ======  =====  ============================================================
-0-11    CTX    context table handle
-12-23   DYN    dynamic table handle
-24-37   STAT   static (frozen) cache handle
-38-39   SEQ    sequence buffer: address, capacity (int32)
-40-41   BUF    draft buffer: address, length (int32, NGRAM_MAX + n_draft)
-42      N      tokens in the sequence
-43-45          n_draft, ngram_min, ngram_max
+0       CTX    address of the context cache's table handle
+1       DYN    address of the dynamic cache's table handle
+2       STAT   address of the static cache's frozen handle
+3-4     SEQ    sequence buffer: address, capacity (int32)
+5-6     BUF    draft buffer: address, length (int32, NGRAM_MAX + n_draft)
+7       N      tokens in the sequence
+8-10           n_draft, ngram_min, ngram_max
 ======  =====  ============================================================
+
+Replay (``drafting/replay.py``) keeps the same state for its one sequence,
+so drafter and replay run the one draft step of ``rules/llamacpp.py``.
 """
 
 import numpy as np
-from numba import carray, njit, prange
+from numba import njit, prange
 
-from .draft import draft_arrays, prefetch_step
-from .handles import FROZEN_WORDS, TABLE_WORDS, _pointer, frozen_arrays, table_arrays
-from .table import update_arrays
-from .thresholds import NGRAM_MAX, NGRAM_MIN
+from ..kernels.frozen import empty_frozen
+from ..kernels.handles import frozen_at, frozen_handle, int32s, table_at
+from ..kernels.table import update_from
+from ..rules.llamacpp import NGRAM_MAX, NGRAM_MIN, draft_step, prefetch_step
 
-CTX = 0
-DYN = CTX + TABLE_WORDS
-STAT = DYN + TABLE_WORDS
-SEQ = STAT + FROZEN_WORDS
-BUF = SEQ + 2
-N = BUF + 2
-N_DRAFT, NMIN, NMAX = N + 1, N + 2, N + 3
-STATE_WORDS = NMAX + 1
+CTX, DYN, STAT = 0, 1, 2
+SEQ = 3
+BUF = 5
+N = 7
+N_DRAFT, NMIN, NMAX = 8, 9, 10
+STATE_WORDS = 11
+NEED_SEQ = 3  # an accept status beside table.NEED_SLOTS / NEED_POOL: the sequence is full
+MISMATCH = 4  # a sync status: the row does not extend the sequence (or holds a negative id)
+
+# The handle of "no static cache", for states without one (its arrays live here).
+_EMPTY = empty_frozen()
+NO_STATIC = frozen_handle(_EMPTY)
+
+
+def new_state(n_draft: int, sizes: tuple[int, int]) -> np.ndarray:
+    """A state with its sizes set; its caches and buffers are pointed by the caller."""
+    state = np.zeros(STATE_WORDS, dtype=np.int64)
+    state[N_DRAFT], state[NMIN], state[NMAX] = n_draft, *sizes
+    return state
+
+
+def point(state: np.ndarray, at: int, array: np.ndarray) -> None:
+    """Store the address of ``array`` (a cache's handle) at word ``at`` of ``state``.
+
+    ``at`` is CTX, DYN or STAT. The state borrows: the caller keeps the
+    cache, whose handle lives as long as it does.
+    """
+    state[at] = array.ctypes.data
+
+
+def point_buffer(state: np.ndarray, at: int, buffer: np.ndarray) -> None:
+    """Store the address and length of an int32 ``buffer`` at SEQ or BUF."""
+    state[at], state[at + 1] = buffer.ctypes.data, len(buffer)
 
 
 @njit(cache=True, inline="always")
-def _int32s(state, at):
-    return carray(_pointer(state[at]), (state[at + 1],), np.int32)
+def _tables(state):
+    """(context, dynamic, static) of a state, rebuilt from the handles it points at."""
+    return table_at(state, CTX), table_at(state, DYN), frozen_at(state, STAT)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def draft_in(state, ctx, dyn, stat):
+    """draft_step for the state's sequence, its tables given: the count drafted, or CORRUPT."""
+    return draft_step(
+        int32s(state, SEQ),
+        state[N],
+        state[N_DRAFT],
+        (state[NMIN], state[NMAX]),
+        ctx,
+        dyn,
+        stat,
+        int32s(state, BUF),
+    )
 
 
 @njit(cache=True, nogil=True)
 def draft_state(state):
-    """draft_arrays for the sequence of ``state``: the count drafted into its buffer, or CORRUPT."""
-    c_slots, c_tags, c_tok, c_cnt, _, _ = table_arrays(state, CTX)
-    d_slots, d_tags, d_tok, d_cnt, _, d_cand = table_arrays(state, DYN)
-    keys, fuse, params, offsets, stats, stok, scnt = frozen_arrays(state, STAT)
-    return draft_arrays(
-        _int32s(state, SEQ), state[N], state[N_DRAFT], state[NMIN], state[NMAX],
-        c_slots, c_tags, c_tok, c_cnt, d_slots, d_tags, d_tok, d_cnt, d_cand,
-        keys, fuse, params, offsets, stats, stok, scnt, _int32s(state, BUF),
-    )  # fmt: skip
+    """draft_step for the state's sequence: the count drafted into its buffer, or CORRUPT."""
+    ctx, dyn, stat = _tables(state)
+    return draft_in(state, ctx, dyn, stat)
 
 
 @njit(cache=True, nogil=True)
@@ -60,11 +100,11 @@ def accept_state(state, tokens, resume):
     """Append ``tokens`` to the sequence and count their n-grams in the context table.
 
     The sequence buffer must have room (the caller grows it). Returns -1 when
-    done, else ``position << 2 | status`` as update_arrays: the caller grows
-    the table, refreshes the handle and calls again with ``resume =
+    done, else ``position << 2 | status`` as table.update_from: the caller
+    grows the context (its handle follows) and calls again with ``resume =
     position``; the sequence length advances only once everything is counted.
     """
-    seq = _int32s(state, SEQ)
+    seq = int32s(state, SEQ)
     for i in range(tokens.shape[0]):
         seq[state[N] + i] = tokens[i]
     return _count(state, seq, tokens.shape[0], resume)
@@ -73,7 +113,7 @@ def accept_state(state, tokens, resume):
 @njit(cache=True, nogil=True)
 def accept_token(state, token, resume):
     """accept_state of the one token ``token`` (a decoding loop's commonest call)."""
-    seq = _int32s(state, SEQ)
+    seq = int32s(state, SEQ)
     seq[state[N]] = token
     return _count(state, seq, 1, resume)
 
@@ -81,21 +121,27 @@ def accept_token(state, token, resume):
 @njit(cache=True, inline="always")
 def _count(state, seq, k, resume):
     n = state[N] + k
-    slots, tags, tok, cnt, meta, cand = table_arrays(state, CTX)
-    r = update_arrays(slots, tags, tok, cnt, meta, cand, seq, n, k, NGRAM_MIN, NGRAM_MAX, resume)
+    r = update_from(table_at(state, CTX), seq, n, k, (NGRAM_MIN, NGRAM_MAX), resume)
     if r < 0:
         state[N] = n
     return r
 
 
 @njit(cache=True, nogil=True, inline="always")
+def request_state(state, ctx, dyn, stat):
+    """Request the lines the first draft step of the state's sequence reads (rules' prefetch)."""
+    prefetch_step(int32s(state, SEQ), state[N], (state[NMIN], state[NMAX]), ctx, dyn, stat)
+
+
+@njit(cache=True, nogil=True, inline="always")
 def _draft_row(states, row, out, lengths, i):
     state = states[row]
-    d = draft_state(state)
+    ctx, dyn, stat = _tables(state)
+    d = draft_in(state, ctx, dyn, stat)
     if d < 0:
         lengths[i] = d
         return
-    buf = _int32s(state, BUF)
+    buf = int32s(state, BUF)
     tail = min(state[N], NGRAM_MAX)
     for j in range(d):
         out[i, j] = buf[tail + j]
@@ -104,21 +150,17 @@ def _draft_row(states, row, out, lengths, i):
 
 @njit(cache=True, nogil=True, inline="always")
 def _request_row(states, row):
-    """Request the lines the first draft step of states[row] reads (kernels/draft.py)."""
     state = states[row]
-    c_slots, c_tags, _, _, _, _ = table_arrays(state, CTX)
-    d_slots, d_tags, _, _, _, d_cand = table_arrays(state, DYN)
-    keys, fuse, params, _, _, _, _ = frozen_arrays(state, STAT)
-    prefetch_step(
-        _int32s(state, SEQ), state[N], state[NMIN], state[NMAX], c_slots, c_tags,
-        d_slots, d_tags, d_cand, fuse, params, keys.shape[0],
-    )  # fmt: skip
+    ctx, dyn, stat = _tables(state)
+    request_state(state, ctx, dyn, stat)
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True)
 def _draft_span(states, rows, out, lengths, lo, hi):
     # Each sequence's first lines are requested while the one before drafts:
     # the sequences' tables are far apart in memory, and their misses overlap.
+    # A call of its own, not inlined, for each thread of the parallel kernels:
+    # numba's parfor analysis cannot follow the tables' namedtuples.
     if lo < hi:
         _request_row(states, rows[lo])
     for i in range(lo, hi):
@@ -141,10 +183,7 @@ def draft_rows_parallel(states, rows, out, lengths, n_threads):
         _draft_span(states, rows, out, lengths, n * t // n_threads, n * (t + 1) // n_threads)
 
 
-NEED_SEQ = 3  # an accept status beside table.NEED_SLOTS / NEED_POOL: the sequence is full
-
-
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True)
 def _accept_span(states, rows, tokens, offsets, status, lo, hi):
     for i in range(lo, hi):
         state = states[rows[i]]
@@ -175,9 +214,6 @@ def accept_rows_parallel(states, rows, tokens, offsets, status, n_threads):
         _accept_span(states, rows, tokens, offsets, status, lo, hi)
 
 
-MISMATCH = 4  # a sync status: the row does not extend the sequence (or holds a negative id)
-
-
 @njit(cache=True, inline="always")
 def _extends(seq, n, row, m):
     """Whether row[:m] starts with seq[:n] and its other ids are all >= 0."""
@@ -193,13 +229,13 @@ def _extends(seq, n, row, m):
     return differ == 0 and sign >= 0
 
 
-@njit(cache=True, nogil=True, inline="always")
+@njit(cache=True, nogil=True)
 def _sync_span(states, rows, token_ids, sources, lengths, status, lo, hi):
     for i in range(lo, hi):
         state = states[rows[i]]
         n, m = state[N], lengths[i]
         row = token_ids[sources[i]]
-        if not _extends(_int32s(state, SEQ), n, row, m):
+        if not _extends(int32s(state, SEQ), n, row, m):
             status[i] = MISMATCH
         elif m == n:
             status[i] = -1

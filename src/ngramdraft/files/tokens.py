@@ -5,12 +5,14 @@ over a corpus larger than memory keeps a small, constant resident size.
 """
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from .errors import CorpusError, InvalidTokensError
-from .validation import as_tokens, check_token_range
+from ..errors import CorpusError, InvalidTokensError
+from ..validation import as_tokens, check_token_range
 
 RAW_SUFFIXES = (".i32", ".bin")
 CHUNK = 1 << 24  # tokens per read
@@ -19,7 +21,7 @@ CHUNK = 1 << 24  # tokens per read
 class TokenFile:
     """A token array on disk: ``path``, byte ``offset`` of the data, ``dtype``, ``n``."""
 
-    def __init__(self, path):
+    def __init__(self, path: str | os.PathLike[str]) -> None:
         self.path = Path(path)
         if not self.path.is_file():
             raise CorpusError(f"{self.path}: no such token file")
@@ -37,10 +39,10 @@ class TokenFile:
                 f"{self.path}: token files end in .i32, .bin (little-endian int32) or .npy"
             )
 
-    def __len__(self):
+    def __len__(self) -> int:
         return self.n
 
-    def read(self, start, count):
+    def read(self, start: int, count: int) -> np.ndarray:
         """Tokens [start, start+count) as int32, range-checked."""
         count = max(0, min(count, self.n - start))
         with open(self.path, "rb") as f:
@@ -51,7 +53,7 @@ class TokenFile:
         check_token_range(arr, str(self.path), base=start)
         return arr.astype(np.int32, copy=False)
 
-    def chunks(self, size=CHUNK, overlap=0):
+    def chunks(self, size: int = CHUNK, overlap: int = 0) -> Iterator[np.ndarray]:
         """Consecutive chunks; each starts ``overlap`` tokens before the previous one ended."""
         start = 0
         while start < self.n:
@@ -60,7 +62,7 @@ class TokenFile:
             start += size
 
 
-def _npy_layout(path):
+def _npy_layout(path: Path) -> tuple[int, np.dtype[Any], int]:
     with open(path, "rb") as f:
         try:
             major, _ = np.lib.format.read_magic(f)
@@ -83,7 +85,7 @@ def _npy_layout(path):
     return offset, dtype, n
 
 
-def tokens_of(value, name="tokens"):
+def tokens_of(value: object, name: str = "tokens") -> np.ndarray:
     """int32 tokens from an array or sequence, or read whole from a token file's path."""
     if isinstance(value, str | os.PathLike):
         file = TokenFile(value)

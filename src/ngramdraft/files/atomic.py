@@ -16,14 +16,16 @@ import shutil
 import stat
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
+from typing import BinaryIO
 
-from .errors import LockTimeoutError
+from ..errors import LockTimeoutError
 
 _TAG = ".ngd-tmp-"
 
 
-def output_directory(path):
+def output_directory(path: str | os.PathLike[str]) -> Path:
     """The directory ``path`` will be written in; a named error if it does not exist."""
     path = Path(path)
     if path.is_dir():
@@ -34,12 +36,12 @@ def output_directory(path):
     return directory
 
 
-def temporary_prefix(path):
+def temporary_prefix(path: str | os.PathLike[str]) -> str:
     """The name prefix of this process's temporary files for ``path``."""
     return f".{Path(path).name}{_TAG}{os.getpid()}-"
 
 
-def remove_abandoned(path):
+def remove_abandoned(path: str | os.PathLike[str]) -> None:
     """Remove temporary files and folders for ``path`` whose writer process is gone."""
     path = Path(path)
     mine = f".{path.name}{_TAG}"
@@ -57,7 +59,7 @@ def remove_abandoned(path):
                     entry.unlink()
 
 
-def _alive(pid):
+def _alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -67,7 +69,7 @@ def _alive(pid):
     return True
 
 
-def _mode_for(path):
+def _mode_for(path: Path) -> int:
     """The permission bits open() would give ``path``: its own, or 0666 less the umask."""
     try:
         return stat.S_IMODE(os.stat(path).st_mode)
@@ -75,7 +77,7 @@ def _mode_for(path):
         return 0o666 & ~_umask()
 
 
-def _umask():
+def _umask() -> int:
     # Read, not set: os.umask() changes it for every thread while it is read.
     with contextlib.suppress(OSError, ValueError), open("/proc/self/status") as f:
         for line in f:
@@ -87,7 +89,7 @@ def _umask():
 
 
 @contextlib.contextmanager
-def atomic_output(path):
+def atomic_output(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
     """Yield a binary file opened on a temporary sibling of ``path``.
 
     On success the data is fsynced, given open()'s permissions, renamed over
@@ -116,7 +118,7 @@ def atomic_output(path):
         os.close(dir_fd)
 
 
-def spool_directory(path):
+def spool_directory(path: str | os.PathLike[str]) -> tempfile.TemporaryDirectory[str]:
     """A temporary folder beside ``path`` for a build's spools (a context manager)."""
     path = Path(path)
     directory = output_directory(path)
@@ -125,7 +127,7 @@ def spool_directory(path):
 
 
 @contextlib.contextmanager
-def locked(path, timeout):
+def locked(path: str | os.PathLike[str], timeout: float) -> Iterator[None]:
     """Hold an exclusive lock on ``path`` (a sidecar ``.<name>.lock`` file) for a read-modify-write.
 
     Waits up to ``timeout`` seconds, then raises LockTimeoutError. The lock is

@@ -20,7 +20,7 @@ tokenized whole and alike), contiguous row ranges of a ``datasets`` split
    workers), add the counts up and group them into keys, offsets, followers
    and counts. Counts saturate at 2**31 - 1 as in the single-machine build.
 4. **Write**: the client receives the partitions in ascending order and
-   writes them through :class:`~ngramdraft.build.StaticWriter`, the
+   writes them through :class:`~ngramdraft.files.ngd.NgdWriter`, the
    single-machine build's writer: constmap, header, one atomic file.
 
 Storage: workers read the inputs (every worker must see them at the same
@@ -39,34 +39,33 @@ output is only ever written whole, at the end.
 
 import functools
 import itertools
+import os
 import sys
 import uuid
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
-from .build import (
+from ..errors import DistributedBuildError, InvalidParameterError
+from ..files.ngd import KIND_STATIC, Header, NgdWriter
+from ..kernels import triples as K
+from ..optional import require
+from ..progress import Progress
+from .corpus import Corpus
+from .counting import (
     BASELINE_BYTES,
     MAX_TOKEN_BITS,
-    StaticWriter,
-    _add_counts,
-    _count_pass,
+    add_counts,
     check_token_bits,
+    count_pass,
+    plan_ranges,
 )
-from .build import plan_ranges as _plan_ranges
-from .corpus import BATCH_CHARS, block_texts, encode, text_blocks
-from .errors import InvalidParameterError, NgramdraftError
-from .kernels import triples as K
-from .optional import require
-from .progress import Progress
-from .tokenfile import TokenFile
-from .tokenizer import load_tokenizer
+from .sources import NO_STARTS, Shard, Source
 
 BITS = MAX_TOKEN_BITS  # shards pack triples before the largest id is known
 COARSE = 6  # the summaries' histograms count first tokens in buckets of 2**COARSE ids
 SHARD_TOKENS = 1 << 24  # tokens per shard without a memory limit (about 130 MB of triples)
-BYTES_PER_TOKEN = 4  # text bytes per token, to size text shards
-NO_STARTS = np.zeros(0, dtype=np.int64)
 # Peak bytes of a task per unit of its input: counting a shard holds its
 # tokens, their packed triples and the distinct ones' counts; a reduce holds
 # its slices, their concatenation, the sort order and the sorted copy.
@@ -74,7 +73,7 @@ SHARD_BYTES_PER_TOKEN = 48
 REDUCE_BYTES_PER_TRIPLE = 96
 
 
-def budgets(memory_limit):
+def budgets(memory_limit: int | None) -> tuple[int, int]:
     """(tokens per shard, triples per partition) for a worker of ``memory_limit`` bytes.
 
     Half of what the interpreter leaves goes to the running task; the other
@@ -86,31 +85,6 @@ def budgets(memory_limit):
     usable = max(memory_limit - BASELINE_BYTES, memory_limit // 4) // 2
     shard = max(1, min(SHARD_TOKENS, usable // SHARD_BYTES_PER_TOKEN))
     return shard, max(1, usable // REDUCE_BYTES_PER_TRIPLE)
-
-
-class DistributedBuildError(NgramdraftError):
-    """The cluster could not finish the build (a task kept killing its workers, ...)."""
-
-
-@dataclass(frozen=True)
-class Shard:
-    """One unit of counting: where its tokens come from, and how it meets the one before.
-
-    ``kind`` is "text" (``blocks``: byte ranges of ``path``), "rows"
-    (``rows``: (count, index) of a contiguous Dataset.shard) or "tokens"
-    (``span``: a token range of ``path``). ``joins`` is False where a new
-    token stream starts (the first shard, each token file): no triple spans
-    that edge. ``size`` is in the progress unit of its kind.
-    """
-
-    index: int
-    kind: str
-    path: str | None = None
-    blocks: tuple = ()
-    rows: tuple = ()
-    span: tuple = ()
-    joins: bool = True
-    size: int = 0
 
 
 @dataclass
@@ -138,42 +112,13 @@ class Counted:
 # -- on the workers ---------------------------------------------------------------
 
 
-@functools.lru_cache(maxsize=4)
-def _tokenizer(name):
-    return load_tokenizer(name)
-
-
-def _read_blocks(path, blocks):
-    with open(path, "rb") as f:
-        for start, end in blocks:
-            f.seek(start)
-            yield start, f.read(end - start)
-
-
-def tokens_of_shard(shard, source=None, tokenizer=None):
-    """(tokens, document starts within them) of one shard."""
-    if shard.kind == "tokens":
-        start, stop = shard.span
-        return TokenFile(shard.path).read(start, stop - start), NO_STARTS
-    if shard.kind == "text":
-        batches = block_texts(shard.path, _read_blocks(shard.path, shard.blocks))
-    else:
-        batches = source.batches(Progress("", quiet=True), shard=shard.rows)
-    ids, starts, n = [np.zeros(0, dtype=np.int32)], [NO_STARTS], 0
-    for part, doc_starts in encode(batches, _tokenizer(tokenizer)):
-        ids.append(np.asarray(part, dtype=np.int32))
-        starts.append(n + doc_starts)
-        n += len(part)
-    return np.concatenate(ids), np.concatenate(starts)
-
-
-def count_shard(shard, source=None, tokenizer=None, separate=False):
+def count_shard(shard: Shard, source: Source, tokenizer: str | None, separate: bool) -> "Counted":
     """Tokenize and count one shard (a task): its Counted."""
-    tokens, starts = tokens_of_shard(shard, source, tokenizer)
+    tokens, starts = source.shard_tokens_of(shard, tokenizer)
     max_token = check_token_bits(int(tokens.max(initial=-1)))
     packed = np.empty(max(len(tokens) - 2, 0), dtype=np.uint64)
     n = K.pack_tokens(tokens, 0, 0, 1 << BITS, BITS, packed, 0, starts if separate else NO_STARTS)
-    packed, counts = _count_pass([(packed[:n], None)])
+    packed, counts = count_pass([(packed[:n], None)])
     summary = Summary(
         head=tokens[:2].tolist(),
         tail=tokens[-2:].tolist(),
@@ -186,42 +131,41 @@ def count_shard(shard, source=None, tokenizer=None, separate=False):
     return Counted(packed, counts, summary)
 
 
-def _histogram(packed):
+def _histogram(packed: np.ndarray) -> np.ndarray:
     """Packed triples per bucket of 2**COARSE first tokens."""
     return np.bincount((packed >> np.uint64(2 * BITS + COARSE)).astype(np.int64))
 
 
-def summary_of(counted):
+def summary_of(counted: "Counted") -> "Summary":
     return counted.summary
 
 
-def take_range(counted, lo, hi):
+def take_range(counted: "Counted", lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
     """The (packed, counts) of a shard's triples whose first token is in [lo, hi)."""
     packed, counts = _first_tokens_in(counted.packed, counted.counts, lo, hi)
     return packed.copy(), counts.copy()
 
 
-def _first_tokens_in(packed, counts, lo, hi):
+def _first_tokens_in(
+    packed: np.ndarray, counts: np.ndarray, lo: int, hi: int
+) -> tuple[np.ndarray, np.ndarray]:
     """Views of sorted packed triples (and counts) whose first token is in [lo, hi)."""
     i, j = np.searchsorted(packed, np.array([lo, hi], dtype=np.uint64) << np.uint64(2 * BITS))
     return packed[i:j], counts[i:j]
 
 
-def reduce_partition(parts):
-    """Add up one partition's slices: (keys, offsets, tokens, counts) for StaticWriter.add."""
-    packed, counts = _count_pass(parts)
+def reduce_partition(
+    parts: list[tuple[np.ndarray, np.ndarray]],
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Add up one partition's slices: (keys, offsets, tokens, counts) for NgdWriter.add."""
+    packed, counts = count_pass(parts)
     return K.group(packed, counts, BITS)
-
-
-def file_blocks(path):
-    """The (start, end) byte ranges of a text file's blocks (corpus.text_blocks)."""
-    return [(start, start + len(raw)) for start, raw in text_blocks(path)]
 
 
 # -- on the client ----------------------------------------------------------------
 
 
-def edge_triples(summaries, separate):
+def edge_triples(summaries: list["Summary"], separate: bool) -> tuple[np.ndarray, np.ndarray]:
     """(packed, counts) of the triples spanning shard edges, from the shards' edge tokens."""
     found, tail = [], []
     for s in summaries:
@@ -233,49 +177,31 @@ def edge_triples(summaries, separate):
         tail = (tail + s.tail)[-2:] if s.n_tokens < 2 else s.tail
     packed = np.array([(a << 2 * BITS) | (b << BITS) | c for a, b, c in found], dtype=np.uint64)
     packed.sort()
-    return _count_pass([(packed, None)]) if len(packed) else (packed, np.zeros(0, np.int64))
+    return count_pass([(packed, None)]) if len(packed) else (packed, np.zeros(0, np.int64))
 
 
-def plan_shards(client, corpus, shard_tokens=SHARD_TOKENS):
-    """The shards of a corpus.Corpus, in its order, each about ``shard_tokens`` tokens."""
-    shards = []
+def plan_shards(client: Any, corpus: Corpus, shard_tokens: int = SHARD_TOKENS) -> list[Shard]:
+    """The shards of a corpus, in its order, each about ``shard_tokens`` tokens.
 
-    def add(**kwargs):
-        shards.append(Shard(index=len(shards), **kwargs))
+    A source may need to look at its files to cut them; it does so on the
+    workers, which are the ones that must see them.
+    """
 
-    for file in corpus.token_files:
-        path, n = file.path, len(file)
-        for start in range(0, max(n, 1), shard_tokens):
-            stop = min(n, start + shard_tokens)
-            add(
-                kind="tokens",
-                path=str(path),
-                span=(start, stop),
-                joins=start > 0,
-                size=stop - start,
-            )
-    text_files = [str(p) for p in corpus.text_files]
-    limit = max(BATCH_CHARS, shard_tokens * BYTES_PER_TOKEN)
-    blocks_of = client.gather(client.map(file_blocks, text_files, pure=False))
-    for path, blocks in zip(text_files, blocks_of, strict=True):
-        # Runs of consecutive blocks, each run at most `limit` bytes (or one block).
-        runs = [[]]
-        for block in blocks:
-            if runs[-1] and block[1] - runs[-1][0][0] > limit:
-                runs.append([])
-            runs[-1].append(block)
-        for run in runs:
-            size = run[-1][1] - run[0][0]
-            add(kind="text", path=path, blocks=tuple(run), joins=bool(shards), size=size)
-    if corpus.dataset is not None:
-        ds = corpus.dataset.load()
-        count = max(1, min(len(ds), -(-ds.data.nbytes // (shard_tokens * BYTES_PER_TOKEN))))
-        for index in range(count):
-            add(kind="rows", rows=(count, index), joins=index > 0, size=1)
-    return shards
+    def on_workers(fn: Any, items: list[Any]) -> list[Any]:
+        return list(client.gather(client.map(fn, items, pure=False)))
+
+    return corpus.source.shards(shard_tokens, on_workers)
 
 
-def build(client, corpus, path, *, memory_limit=None, shard_tokens=None, quiet=True):
+def build(
+    client: Any,
+    corpus: Corpus,
+    path: str | os.PathLike[str],
+    *,
+    memory_limit: int | None = None,
+    shard_tokens: int | None = None,
+    quiet: bool = True,
+) -> Header:
     """Build ``corpus`` (a corpus.Corpus) into a static cache at ``path`` on ``client``'s cluster.
 
     Returns the file's Header. ``memory_limit`` is bytes per worker; without
@@ -286,14 +212,14 @@ def build(client, corpus, path, *, memory_limit=None, shard_tokens=None, quiet=T
     tokens_per_shard, budget = budgets(memory_limit or _worker_memory(client))
     shard_tokens = shard_tokens or tokens_per_shard
     shards = plan_shards(client, corpus, shard_tokens)
-    dataset, tokenizer, separate = corpus.dataset, corpus.tokenizer, corpus.separate
+    source, tokenizer, separate = corpus.source, corpus.tokenizer, corpus.separate
     run = uuid.uuid4().hex[:8]
     try:
         counted = [
             client.submit(
                 count_shard,
                 s,
-                dataset,
+                source,
                 tokenizer,
                 separate,
                 key=f"ngramdraft-count-{run}-{s.index}",
@@ -304,19 +230,18 @@ def build(client, corpus, path, *, memory_limit=None, shard_tokens=None, quiet=T
             client.submit(summary_of, c, key=f"ngramdraft-summary-{run}-{i}")
             for i, c in enumerate(counted)
         ]
-        unit = {"tokens": " tok", "text": "B", "rows": " shards"}[shards[0].kind]
-        with Progress("counting", sum(s.size for s in shards), unit, quiet=quiet) as progress:
+        with Progress("counting", sum(s.size for s in shards), source.unit, quiet=quiet) as progress:
             for future in distributed.as_completed(futures):
                 progress.update(future.result().shard.size)
         summaries = client.gather(futures)
         edges = edge_triples(summaries, separate)
         histograms = [s.histogram for s in summaries] + [_histogram(edges[0])]
-        histogram = functools.reduce(_add_counts, histograms, np.zeros(1, np.int64))
+        histogram = functools.reduce(add_counts, histograms, np.zeros(1, np.int64))
         check_token_bits(max(s.max_token for s in summaries))
         # At least two partitions per worker, so that every worker reduces.
         workers = max(1, len(client.scheduler_info()["workers"]))
         target = min(budget, -(-int(histogram.sum()) // (2 * workers)))
-        bounds = [b << COARSE for b in _plan_ranges(histogram, max(1, target))]
+        bounds = [b << COARSE for b in plan_ranges(histogram, max(1, target))]
         reduced = []
         for p, (lo, hi) in enumerate(itertools.pairwise(bounds)):
             parts = [
@@ -328,7 +253,7 @@ def build(client, corpus, path, *, memory_limit=None, shard_tokens=None, quiet=T
                 client.submit(reduce_partition, [*parts, edge], key=f"ngramdraft-reduce-{run}-{p}")
             )
         del counted, parts  # the slices hold what the reduces need
-        with StaticWriter(path, quiet=quiet) as out:
+        with NgdWriter(path, KIND_STATIC, quiet=quiet) as out:
             with Progress("reducing", len(reduced), " partitions", quiet=quiet) as progress:
                 for future in reduced:
                     out.add(*future.result())
@@ -342,14 +267,16 @@ def build(client, corpus, path, *, memory_limit=None, shard_tokens=None, quiet=T
         ) from None
 
 
-def _worker_memory(client):
+def _worker_memory(client: Any) -> int | None:
     """The smallest memory limit of the cluster's workers (None: unlimited)."""
     limits = [w.get("memory_limit") or 0 for w in client.scheduler_info()["workers"].values()]
     limits = [x for x in limits if x > 0]
     return min(limits) if limits else None
 
 
-def connect(cluster, *, memory_limit=None, quiet=True):
+def connect(
+    cluster: str, *, memory_limit: int | None = None, quiet: bool = True
+) -> tuple[Any, Any]:
     """(client, cluster to close or None) for ``local:N`` or a scheduler address."""
     distributed = require("distributed", "dask", "a distributed build")
     if cluster.startswith("local:"):
@@ -380,7 +307,14 @@ def connect(cluster, *, memory_limit=None, quiet=True):
         raise DistributedBuildError(f"{cluster}: cannot reach the Dask scheduler ({e})") from None
 
 
-def build_on(cluster, corpus, path, *, memory_limit=None, quiet=True):
+def build_on(
+    cluster: str,
+    corpus: Corpus,
+    path: str | os.PathLike[str],
+    *,
+    memory_limit: int | None = None,
+    quiet: bool = True,
+) -> Header:
     """build() on ``cluster``: ``local:N`` (started here, N worker processes) or an address."""
     client, local = connect(cluster, memory_limit=memory_limit, quiet=quiet)
     try:

@@ -1,97 +1,83 @@
 """The static cache: 2-grams of a large corpus in one read-only, memory-mapped file."""
 
+import mmap
 import os
 import shutil
 import tempfile
-import threading
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from . import llamacpp
-from .atomic import atomic_output
-from .build import SpanSource, TokenSource, build_static, make_constmap
-from .cache import Cache, file_format
-from .errors import (
-    ChecksumError,
+from ..build import distributed
+from ..build.corpus import Corpus
+from ..build.counting import CacheTriples, TokenTriples
+from ..build.local import build_static
+from ..errors import (
     CorruptFileError,
     InvalidParameterError,
     TokenizerMismatchError,
     WrongFileKindError,
 )
-from .fileformat import (
+from ..files import llamacpp
+from ..files.atomic import atomic_output
+from ..files.kinds import file_format
+from ..files.ngd import (
     KIND_NAMES,
     KIND_STATIC,
+    Header,
+    frozen_view,
+    make_constmap,
     map_file,
-    populate,
     read_meta,
-    section_array,
     verify_sections,
 )
-from .kernels.draft import constmap_values
-from .kernels.frozen import CORRUPT, Frozen, followers_span, key_hash_of
-from .kernels.triples import span_stats
-from .tokenfile import TokenFile
-from .tokenizer import same_tokenizer, tokenizer_kind
-from .validation import as_tokens, check_cache_arrays, check_ngram
+from ..files.tokens import TokenFile
+from ..kernels.frozen import CORRUPT, followers_span, key_hash_of, key_values, span_stats
+from ..kernels.handles import frozen_handle
+from ..tokenizers import same_tokenizer, tokenizer_kind
+from ..validation import as_tokens, check_cache_arrays, check_ngram
+from .base import Arrays, Cache
+from .warmup import Warmup
 
 if TYPE_CHECKING:
     from numpy.typing import ArrayLike
 
-    from .corpus import DatasetSource
+    from ..build.sources import DatasetSource
 
 
 class StaticCache(Cache):
     """2-gram -> followers of a corpus, served zero-copy from a mmap'd ``.ngd`` file.
 
     Open with :meth:`open` (reads one page, whatever the size) or create with
-    :meth:`build`, :meth:`from_cache`, :meth:`from_llamacpp` or :meth:`merge`.
-    Any number of drafters, threads or processes can share one.
+    :meth:`build`, :meth:`from_cache`, :meth:`from_llamacpp` or :meth:`merge`
+    (each writes the file through the build layer, ``ngramdraft.build``, and
+    opens it). Any number of drafters, threads or processes can share one.
+
+    For kernels: ``frozen`` is the file's arrays (``kernels.frozen.Frozen``,
+    views of the mapping) and ``handle`` their handle.
     """
 
     role = "static"
 
-    def __init__(self, mm, header, meta, path):
-        self._mm = mm
+    def __init__(self, mm: mmap.mmap, header: Header, meta: dict[str, Any], path: object) -> None:
+        self._mm: mmap.mmap | None = mm
         self.header = header
         self.meta = meta
-        self.path = Path(path)
-        self._warmup = None
-        k, n = header.n_keys, header.n_entries
-
-        def arr(name, dtype, shape):
-            return section_array(mm, header, name, dtype, shape)
-
-        params = np.array(
-            [
-                header.fuse_seed,
-                header.fuse_segment_length,
-                header.fuse_segment_length * header.fuse_segment_count,
-                header.max_count,
-                max(header.max_token, 0),  # -1 when empty: then nothing is drafted
-            ],
-            dtype=np.uint64,
-        )
-        params.flags.writeable = False
-        self._frozen = Frozen(
-            keys=arr("keys", np.int32, (k, 2)),
-            offsets=arr("offsets", np.int64, (k + 1,)),
-            stats=arr("stats", np.int32, (k, 3)),
-            fuse=arr("fuse", np.uint32, (-1,)),
-            tokens=arr("tokens", np.int32, (n,)),
-            counts=arr("counts", np.int32, (n,)),
-            params=params,
-        )
-        # Two values, not the whole array: the cheap half of the offsets check.
-        if self._frozen.offsets[0] != 0 or self._frozen.offsets[k] != n:
-            raise CorruptFileError(f"{path}: offsets do not span the follower arrays")
+        self.path = Path(str(path))
+        self._warmup: Warmup | None = None
+        self.frozen = frozen_view(mm, header, path)
+        self.handle = frozen_handle(self.frozen)
 
     # -- creating and opening ------------------------------------------------
 
     @classmethod
     def open(
-        cls, path: str | os.PathLike, *, verify: bool = False, tokenizer: object = None
+        cls,
+        path: str | os.PathLike[str],
+        *,
+        verify: bool = False,
+        tokenizer: object = None,
     ) -> "StaticCache":
         """Open a static cache file (memory-mapped, read-only).
 
@@ -116,29 +102,32 @@ class StaticCache(Cache):
     @classmethod
     def build(
         cls,
-        tokens: "ArrayLike | TokenFile | str | os.PathLike",
-        path: str | os.PathLike,
+        tokens: "ArrayLike | TokenFile | str | os.PathLike[str]",
+        path: str | os.PathLike[str],
         *,
         memory_limit: int | None = None,
-        meta: dict | None = None,
+        meta: dict[str, Any] | None = None,
         quiet: bool = True,
     ) -> "StaticCache":
         """Count the 2-grams of a token sequence into a static cache file and open it.
 
         ``tokens`` is an integer array, or a token file or its path (``.i32``/
-        ``.bin``/``.npy``, see :class:`ngramdraft.tokenfile.TokenFile`), read in chunks.
+        ``.bin``/``.npy``, see :class:`ngramdraft.files.tokens.TokenFile`), read
+        in chunks.
         """
         if isinstance(tokens, str | os.PathLike):
             tokens = TokenFile(tokens)
         source = tokens if isinstance(tokens, TokenFile) else as_tokens(tokens)
-        build_static([TokenSource(source)], path, memory_limit=memory_limit, meta=meta, quiet=quiet)
+        build_static(
+            [TokenTriples(source)], path, memory_limit=memory_limit, meta=meta, quiet=quiet
+        )
         return cls.open(path)
 
     @classmethod
     def build_distributed(
         cls,
-        inputs: "list[str | os.PathLike] | DatasetSource",
-        path: str | os.PathLike,
+        inputs: "list[str | os.PathLike[str]] | DatasetSource",
+        path: str | os.PathLike[str],
         client: object,
         *,
         tokenizer: str | None = None,
@@ -149,66 +138,69 @@ class StaticCache(Cache):
         """Build on a Dask cluster (``client``: a ``distributed.Client``) and open the file.
 
         ``inputs`` are token files or text files (text needs ``tokenizer``, a
-        name every worker can load), or a :class:`ngramdraft.corpus.DatasetSource`.
+        name every worker can load), or a :class:`ngramdraft.build.sources.DatasetSource`.
         The file is byte for byte the one :meth:`build` or ``ngramdraft
         build-static`` writes for the same corpus; ``memory_limit`` is per
-        worker. See :mod:`ngramdraft.distributed`.
+        worker. See :mod:`ngramdraft.build.distributed`.
         """
-        from . import distributed
-        from .corpus import Corpus
-
         corpus = Corpus.of(inputs, tokenizer, separate_documents)
         distributed.build(client, corpus, path, memory_limit=memory_limit, quiet=quiet)
         return cls.open(path)
 
     @classmethod
     def from_cache(
-        cls, cache: Cache, path: "str | os.PathLike | None" = None, *, meta: dict | None = None
+        cls,
+        cache: Cache,
+        path: "str | os.PathLike[str] | None" = None,
+        *,
+        meta: dict[str, Any] | None = None,
     ) -> "StaticCache":
         """Freeze the 2-grams of any cache into a static cache file.
 
         Without ``path`` the file is anonymous: created, mapped, then unlinked.
         """
-        return cls._from_sources([SpanSource(*cache.arrays())], path, meta=meta)
+        return cls._from_sources([CacheTriples(*cache.arrays())], path, meta=meta)
 
     @classmethod
     def from_llamacpp(
         cls,
-        lookup_path: str | os.PathLike,
-        path: "str | os.PathLike | None" = None,
+        lookup_path: str | os.PathLike[str],
+        path: "str | os.PathLike[str] | None" = None,
         *,
-        meta: dict | None = None,
+        meta: dict[str, Any] | None = None,
     ) -> "StaticCache":
         """Convert a llama.cpp lookup file (its 2-gram records) into a static cache file."""
         meta = {"converted_from": Path(lookup_path).name, **(meta or {})}
-        return cls._from_sources([SpanSource(*llamacpp.read(lookup_path))], path, meta=meta)
+        return cls._from_sources([CacheTriples(*llamacpp.read(lookup_path))], path, meta=meta)
 
     @classmethod
     def merge(
         cls,
-        caches: "list[StaticCache | str | os.PathLike]",
-        path: str | os.PathLike,
+        caches: "list[StaticCache | str | os.PathLike[str]]",
+        path: str | os.PathLike[str],
         *,
         memory_limit: int | None = None,
         quiet: bool = True,
     ) -> "StaticCache":
         """One static cache counting every 2-gram of several (e.g. built from shards)."""
-        caches = [as_static(c, verify=True) for c in caches]
-        names = {c.tokenizer_name for c in caches} - {None}
+        opened = [as_static(c, verify=True) for c in caches]
+        names = {c.tokenizer_name for c in opened} - {None}
         if len(names) > 1:
             raise TokenizerMismatchError(
                 f"cannot merge caches of different tokenizers: {sorted(names)}"
             )
-        meta = {"merged_from": [c.path.name for c in caches]}
+        meta: dict[str, Any] = {"merged_from": [c.path.name for c in opened]}
         if names:
-            meta["tokenizer"] = next(c.meta["tokenizer"] for c in caches if c.tokenizer_name)
+            meta["tokenizer"] = next(c.meta["tokenizer"] for c in opened if c.tokenizer_name)
         sources = [
-            SpanSource(*c.arrays(), n_source_tokens=c.header.n_source_tokens) for c in caches
+            CacheTriples(*c.arrays(), n_source_tokens=c.header.n_source_tokens) for c in opened
         ]
         return cls._from_sources(sources, path, memory_limit=memory_limit, meta=meta, quiet=quiet)
 
     @classmethod
-    def _from_sources(cls, sources, path, **kwargs):
+    def _from_sources(
+        cls, sources: list[CacheTriples], path: "str | os.PathLike[str] | None", **kwargs: Any
+    ) -> "StaticCache":
         if path is not None:
             build_static(sources, path, **kwargs)
             return cls.open(path)
@@ -220,23 +212,28 @@ class StaticCache(Cache):
         finally:
             os.unlink(tmp)
 
-    def prefault(self) -> "Warmup":
+    def prefault(self) -> Warmup:
         """Map the file's pages, then check its checksums, in a background thread, once.
 
         Drafting reads at random, so otherwise its first lookups take page
         faults; and a damaged file is found within the time it takes to read
-        it (about 30 ms per 500 MB once mapped), after which :meth:`check`
-        raises ChecksumError. Drafter and replay call this; open does not, so
-        that opening stays one page read whatever the size. Returns the
-        :class:`Warmup`.
+        it (about 30 ms per 500 MB once mapped), after which drafting raises
+        ChecksumError. Drafter and replay call this; open does not, so that
+        opening stays one page read whatever the size. Returns the
+        :class:`~ngramdraft.caches.warmup.Warmup`.
         """
         if self._warmup is None:
-            self._warmup = Warmup(self)
+            self._warmup = Warmup(self._mapping(), self.header, self.path)
         return self._warmup
+
+    def _mapping(self) -> mmap.mmap:
+        if self._mm is None:
+            raise InvalidParameterError(f"{self.path}: this StaticCache was closed")
+        return self._mm
 
     # -- the Cache interface -------------------------------------------------
 
-    def __len__(self):
+    def __len__(self) -> int:
         return self.header.n_keys
 
     @property
@@ -244,24 +241,22 @@ class StaticCache(Cache):
         return self.header.n_entries
 
     def followers(self, ngram: "ArrayLike") -> tuple[np.ndarray, np.ndarray]:
-        k0, k1, k2, k3 = check_ngram(ngram)
-        f = self._frozen
-        h = np.uint64(key_hash_of(f.params, k0, k1, k2, k3))
-        n_entries = len(f.tokens)
-        lo, n = followers_span(f.keys, f.fuse, f.params, f.offsets, n_entries, k0, k1, k2, k3, h)
+        key = check_ngram(ngram)
+        f = self.frozen
+        lo, n = followers_span(f, key, np.uint64(key_hash_of(f, key)))
         if n == CORRUPT:
             raise CorruptFileError(f"{self.path}: offsets of 2-gram {ngram} are impossible")
-        return self._frozen.tokens[lo : lo + n].copy(), self._frozen.counts[lo : lo + n].copy()
+        return f.tokens[lo : lo + n].copy(), f.counts[lo : lo + n].copy()
 
     @property
     def max_token(self) -> int:
         return self.header.max_token
 
-    def arrays(self):
-        f = self._frozen
+    def arrays(self) -> Arrays:
+        f = self.frozen
         return f.keys, f.offsets, f.tokens, f.counts
 
-    def _save_native(self, path):
+    def _save_native(self, path: str | os.PathLike[str]) -> None:
         with atomic_output(path) as out, open(self.path, "rb") as src:
             shutil.copyfileobj(src, out, 8 << 20)
 
@@ -272,13 +267,13 @@ class StaticCache(Cache):
 
         ``deep`` also checks every structural invariant (see :meth:`_check`).
         """
-        verify_sections(self._mm, self.header, self.path)
+        verify_sections(self._mapping(), self.header, self.path)
         if deep:
             self._check()
 
-    def _check(self):
+    def _check(self) -> None:
         """Verify every invariant of the file's contents; raises CorruptFileError."""
-        f = self._frozen
+        f = self.frozen
         check_cache_arrays(f.keys, f.offsets, f.tokens, f.counts, where=str(self.path))
         keys = f.keys.astype(np.int64)
         packed = (keys[:, 0] << 32) | keys[:, 1]
@@ -291,13 +286,10 @@ class StaticCache(Cache):
                 f"{self.path}: max_count is {self.header.max_count}, "
                 f"data has {int(f.counts.max(initial=0))}"
             )
-        expected = make_constmap(f.keys, constmap_values(f.stats, 0))
-        if len(self) and (expected[0], expected[1]) != (
-            self.header.fuse_seed,
-            self.header.fuse_segment_length,
-        ):
+        seed, seglen, _, fuse = make_constmap(f.keys, key_values(f.offsets, f.counts, 0))
+        if len(self) and (seed, seglen) != (self.header.fuse_seed, self.header.fuse_segment_length):
             raise CorruptFileError(f"{self.path}: constmap parameters are not the canonical ones")
-        if len(self) and not np.array_equal(expected[3], f.fuse):
+        if len(self) and not np.array_equal(fuse, f.fuse):
             raise CorruptFileError(
                 f"{self.path}: constmap does not map every key to its index and draft flag"
             )
@@ -310,7 +302,7 @@ class StaticCache(Cache):
     # -- metadata ----------------------------------------------------------
 
     @property
-    def tokenizer_name(self):
+    def tokenizer_name(self) -> str | None:
         tok = self.meta.get("tokenizer")
         return tok.get("name") if isinstance(tok, dict) else None
 
@@ -340,41 +332,18 @@ class StaticCache(Cache):
                 f"{tok.get('name')!r} of {n_vocab} ids: tokenize with the cache's tokenizer"
             )
 
-    def info(self) -> dict:
-        """Sizes, counts and checksums, as `ngramdraft inspect` prints them."""
-        h = self.header
-        size = self.path.stat().st_size if self.path.exists() else None
-        return {
-            "path": str(self.path),
-            "kind": KIND_NAMES[h.kind],
-            "format_version": h.version,
-            "file_bytes": size,
-            "n_2grams": h.n_keys,
-            "n_entries": h.n_entries,
-            "bytes_per_2gram": size / h.n_keys if size and h.n_keys else None,
-            "max_token": h.max_token,
-            "max_count": h.max_count,
-            "n_source_tokens": h.n_source_tokens,
-            "sections": {
-                name: {"offset": o, "bytes": s, "xxh3_64": f"{d:016x}"}
-                for name, (o, s, d) in h.sections.items()
-            },
-            "meta": self.meta,
-        }
-
     def close(self) -> None:
-        """Release the mapping. Arrays handed out earlier must not be used afterwards."""
-        self._frozen = None
+        """Drop this object's mapping: its pages go once no array handed out holds them."""
         self._mm = None
 
-    def __enter__(self):
+    def __enter__(self) -> "StaticCache":
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
 
-def as_static(cache: "Cache | str | os.PathLike", *, verify: bool = False) -> StaticCache:
+def as_static(cache: "Cache | str | os.PathLike[str]", *, verify: bool = False) -> StaticCache:
     """A StaticCache for the static role: the cache itself, an opened path, or a frozen copy."""
     if isinstance(cache, StaticCache):
         if verify:
@@ -387,37 +356,3 @@ def as_static(cache: "Cache | str | os.PathLike", *, verify: bool = False) -> St
             return StaticCache.from_llamacpp(cache)
         return StaticCache.open(cache, verify=verify)
     raise InvalidParameterError(f"expected a cache or a path, got {type(cache).__name__}")
-
-
-class Warmup:
-    """A static cache's pages mapped, then its checksums checked, in one daemon thread.
-
-    ``mapped`` is set once every page is mapped (what replay waits for before
-    its clock starts), ``done`` once the checksums are checked; ``damage`` is
-    then None or the ChecksumError to raise.
-    """
-
-    def __init__(self, cache):
-        self.mapped = threading.Event()
-        self.done = threading.Event()
-        self.damage = None
-        mm, header, path = cache._mm, cache.header, cache.path
-
-        def run():
-            try:
-                populate(mm)
-                self.mapped.set()
-                verify_sections(mm, header, path)
-            except ChecksumError as e:
-                self.damage = e
-            finally:
-                self.mapped.set()
-                self.done.set()
-
-        threading.Thread(target=run, daemon=True, name="ngramdraft-warmup").start()
-
-    def wait(self):
-        """Block until the check is done; raise ChecksumError if it found damage."""
-        self.done.wait()
-        if self.damage is not None:
-            raise self.damage

@@ -1,8 +1,10 @@
-"""The native cache file (``.ngd``): writing, and reading with every size checked.
+"""The native cache file (``.ngd``): the one writer, and reading with every size checked.
 
 The byte layout is specified in ``docs/format.md``; this module is its only
-implementation. A file is a 512-byte header followed by seven sections, each
-aligned to 64 bytes, in any order the header's section table gives:
+implementation, the numba kernels that read the arrays (``kernels/frozen.py``,
+``kernels/constmap.py``) aside. A file is a 512-byte header followed by
+seven sections, each aligned to 64 bytes, in any order the header's section
+table gives:
 
 =========  ===========================  ======================================
 section    contents                     size
@@ -16,10 +18,13 @@ counts     int32[n_entries]             n_entries * 4
 fuse       uint32[(segs + 2) * seglen]  0 when n_keys == 0
 =========  ===========================  ======================================
 
-Reading parses and checks only the header (one page): opening costs the same
-at any size. ``verify_sections`` reads everything and checks the checksums.
+Every file, static or dynamic, built on one machine or on a cluster, or
+saved from memory, is assembled by :class:`NgdWriter`. Reading parses and
+checks only the header (one page): opening costs the same at any size.
+``verify_sections`` reads everything and checks the checksums.
 """
 
+import contextlib
 import ctypes
 import itertools
 import json
@@ -27,19 +32,29 @@ import mmap
 import os
 import struct
 import sys
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
 
 import numpy as np
 import xxhash
 
-from .atomic import atomic_output
-from .errors import (
+from .._version import __version__
+from ..errors import (
     ChecksumError,
     CorruptFileError,
+    InternalError,
+    InvalidParameterError,
     TruncatedFileError,
     UnsupportedVersionError,
     WrongFileKindError,
 )
+from ..kernels.constmap import build as build_fuse
+from ..kernels.constmap import fuse_shape, key_hashes
+from ..kernels.frozen import Frozen, key_values, span_stats
+from ..progress import Progress
+from .atomic import atomic_output, spool_directory
 
 MAGIC = b"NGRMDRFT"
 NATIVE_SUFFIX = ".ngd"
@@ -74,14 +89,14 @@ class Header:
     max_token: int
     n_source_tokens: int
     max_count: int
-    sections: dict = field(default_factory=dict)  # name -> (offset, size, xxh3)
+    sections: dict[str, tuple[int, int, int]] = field(default_factory=dict)  # offset, size, xxh3
     version: int = VERSION
 
     @property
-    def key_width(self):
+    def key_width(self) -> int:
         return KEY_WIDTH[self.kind]
 
-    def expected_sizes(self):
+    def expected_sizes(self) -> dict[str, int]:
         k, n, w = self.n_keys, self.n_entries, self.key_width
         fuse_cells = (self.fuse_segment_count + 2) * self.fuse_segment_length if k else 0
         return {
@@ -93,7 +108,7 @@ class Header:
             "fuse": fuse_cells * 4,
         }
 
-    def pack(self):
+    def pack(self) -> bytes:
         fixed = _FIXED.pack(
             MAGIC,
             self.version,
@@ -117,11 +132,11 @@ class Header:
         return body + struct.pack("<Q", xxhash.xxh3_64_intdigest(body))
 
 
-def _fail(cls, path, message):
+def _fail(cls: type[Exception], path: object, message: str) -> Any:
     raise cls(f"{path}: {message}")
 
 
-def parse_header(raw, file_size, path):
+def parse_header(raw: bytes, file_size: int, path: object) -> Header:
     """Header of a file whose first bytes are ``raw``; checks every size and offset."""
     if file_size < HEADER_SIZE:
         if raw[: len(MAGIC)] == MAGIC[: len(raw)] and file_size > 0:
@@ -170,7 +185,7 @@ def parse_header(raw, file_size, path):
     return header
 
 
-def foreign_message(file_size):
+def foreign_message(file_size: int) -> str:
     """What a file that is no cache of any kind is told, wherever a cache was expected."""
     return (
         f"not an ngramdraft cache file ({file_size} bytes, no NGRMDRFT magic), nor a llama.cpp "
@@ -179,7 +194,7 @@ def foreign_message(file_size):
     )
 
 
-def _check_geometry(h, file_size, path):
+def _check_geometry(h: Header, file_size: int, path: object) -> None:
     if h.n_keys >= MAX_KEYS:
         _fail(CorruptFileError, path, f"n_keys {h.n_keys} exceeds the constmap's 31-bit range")
     if h.n_entries < h.n_keys:
@@ -230,14 +245,14 @@ def _check_geometry(h, file_size, path):
             _fail(CorruptFileError, path, f"sections {a} and {b} overlap")
 
 
-def read_header(path):
+def read_header(path: str | os.PathLike[str]) -> Header:
     size = os.path.getsize(path)
     with open(path, "rb") as f:
         raw = f.read(HEADER_SIZE)
     return parse_header(raw, size, path)
 
 
-def populate(buf):
+def populate(buf: mmap.mmap) -> None:
     """Map every page of a read-only mapping into the page tables (blocking).
 
     Drafting reads a static cache at random, so without this the first
@@ -259,7 +274,7 @@ def populate(buf):
             return
 
 
-def map_file(path):
+def map_file(path: str | os.PathLike[str]) -> tuple[mmap.mmap, Header]:
     """(mmap, header) of a cache file, opened read-only."""
     with open(path, "rb") as f:
         size = os.fstat(f.fileno()).st_size
@@ -269,14 +284,16 @@ def map_file(path):
     return mm, header
 
 
-def section_array(buf, header, name, dtype, shape):
+def section_array(
+    buf: mmap.mmap, header: Header, name: str, dtype: Any, shape: tuple[int, ...]
+) -> np.ndarray:
     offset, size, _ = header.sections[name]
     count = size // np.dtype(dtype).itemsize
     arr = np.frombuffer(buf, dtype=dtype, count=count, offset=offset)
     return arr.reshape(shape)
 
 
-def read_meta(buf, header, path):
+def read_meta(buf: mmap.mmap, header: Header, path: object) -> dict[str, Any]:
     offset, size, _ = header.sections["meta"]
     try:
         meta = json.loads(bytes(buf[offset : offset + size]).decode("utf-8")) if size else {}
@@ -296,7 +313,7 @@ def read_meta(buf, header, path):
     return meta
 
 
-def verify_sections(buf, header, path):
+def verify_sections(buf: mmap.mmap, header: Header, path: object) -> None:
     """Check every section's checksum; raises ChecksumError naming the first bad one."""
     for name in SECTIONS:
         offset, size, digest = header.sections[name]
@@ -307,21 +324,212 @@ def verify_sections(buf, header, path):
             _fail(ChecksumError, path, f"{name} section checksum mismatch (the file is damaged)")
 
 
-def write_file(path, header, sections):
-    """Write a cache file atomically.
+def frozen_view(buf: mmap.mmap, header: Header, path: object) -> Frozen:
+    """The file's arrays as a Frozen cache (views of the mapping, nothing copied).
 
-    ``sections`` maps each name of SECTIONS to bytes, a numpy array or an open
-    binary file positioned at its start (streamed in blocks, so spooled data
-    never has to fit in memory). Offsets and checksums are filled into header.
+    Only the offsets' two ends are read: the cheap half of their check, the
+    kernels bound every span they use (``kernels/frozen.py``).
+    """
+    k, n, w = header.n_keys, header.n_entries, header.key_width
+    frozen = Frozen(
+        keys=section_array(buf, header, "keys", np.int32, (k, w)),
+        offsets=section_array(buf, header, "offsets", np.int64, (k + 1,)),
+        stats=section_array(buf, header, "stats", np.int32, (k, 3)),
+        fuse=section_array(buf, header, "fuse", np.uint32, (-1,)),
+        tokens=section_array(buf, header, "tokens", np.int32, (n,)),
+        counts=section_array(buf, header, "counts", np.int32, (n,)),
+        params=np.array(
+            [
+                header.fuse_seed,
+                header.fuse_segment_length,
+                header.fuse_segment_length * header.fuse_segment_count,
+                header.max_count,
+                max(header.max_token, 0),  # -1 when empty: then nothing is drafted
+            ],
+            dtype=np.uint64,
+        ),
+    )
+    frozen.params.flags.writeable = False
+    if frozen.offsets[0] != 0 or frozen.offsets[k] != n:
+        _fail(CorruptFileError, path, "offsets do not span the follower arrays")
+    return frozen
+
+
+_FUSE_TRIES = 64
+
+
+def make_constmap(keys: np.ndarray, values: np.ndarray) -> tuple[int, int, int, np.ndarray]:
+    """(seed, segment_length, segment_count, fuse) mapping keys[i] to values[i].
+
+    Peeling fails with small probability (or when two keys' 64-bit hashes
+    collide); each retry takes another seed, and repeated failures widen the
+    array, which tiny key sets need. Keys are distinct in every file, so 64
+    failures in a row mean a bug.
+    """
+    if len(keys) == 0:
+        return 0, 0, 0, np.zeros(0, dtype=np.uint32)
+    for attempt in range(_FUSE_TRIES):
+        seglen, segs = fuse_shape(len(keys), slack=0.1 * (attempt // 8))
+        seed = np.uint64(attempt + 1)
+        fuse = build_fuse(key_hashes(keys, seed), values, seglen, segs)
+        if len(fuse):
+            return int(seed), seglen, segs, fuse
+    raise InternalError(f"constmap construction failed {_FUSE_TRIES} times for {len(keys)} keys")
+
+
+_SPOOLED = ("keys", "offsets", "stats", "tokens", "counts", "values")
+Part = bytes | np.ndarray | IO[bytes]
+
+
+class NgdWriter:
+    """Assembles one ``.ngd`` file of either kind from its keys, given in ascending ranges.
+
+    ``add(keys, offsets, tokens, counts)`` takes one range of keys (ascending,
+    after every key added before) with their spans, offsets from 0;
+    ``finish()`` builds the constmap over every key and writes the file
+    atomically, returning its Header. Per key, the stats row and the
+    constmap value (its index and draft flag, ``kernels/frozen.py``) are
+    computed here from the counts, so no caller knows how.
+
+    With ``spool`` the ranges go to temporary files beside the output (a
+    build larger than memory); without, they stay in memory (a cache saved
+    from memory, where they already are). Use as a context manager: leaving
+    it removes the spools, and a failure leaves the old file untouched.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        kind: int,
+        *,
+        spool: bool = True,
+        quiet: bool = True,
+    ) -> None:
+        self.path = Path(path)
+        self.kind = kind
+        self.quiet = quiet
+        self.spool = spool
+        self.n_keys = self.n_entries = self.max_count = 0
+        self.max_token = -1
+        self._stack = contextlib.ExitStack()
+        self._spools: dict[str, IO[bytes]] = {}
+        self._kept: dict[str, list[np.ndarray]] = {name: [] for name in _SPOOLED}
+
+    def __enter__(self) -> "NgdWriter":
+        if self.spool:
+            directory = Path(self._stack.enter_context(spool_directory(self.path)))
+            for name in _SPOOLED:
+                self._spools[name] = self._stack.enter_context(open(directory / name, "w+b"))
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stack.close()
+
+    def add(
+        self, keys: np.ndarray, offsets: np.ndarray, tokens: np.ndarray, counts: np.ndarray
+    ) -> None:
+        """Append one ascending range of keys and their followers (offsets from 0)."""
+        if keys.shape[1] != KEY_WIDTH[self.kind]:
+            raise InternalError(f"keys of width {keys.shape[1]} for a {KIND_NAMES[self.kind]} file")
+        stats = span_stats(offsets, tokens, counts)
+        parts = {
+            "keys": keys,
+            "offsets": offsets[:-1] + self.n_entries,
+            "stats": stats,
+            "tokens": tokens,
+            "counts": counts,
+            "values": key_values(offsets, counts, self.n_keys),
+        }
+        for name, array in parts.items():
+            if self.spool:
+                np.ascontiguousarray(array).tofile(self._spools[name])
+            else:
+                self._kept[name].append(array)
+        self.n_keys += len(keys)
+        self.n_entries += len(tokens)
+        if len(keys):
+            self.max_token = max(self.max_token, int(keys.max()), int(tokens.max()))
+            self.max_count = max(self.max_count, int(stats[:, 1].max()))
+
+    def _section(self, name: str) -> list[Part]:
+        """A section's parts: its spool file, rewound, or the arrays kept."""
+        if not self.spool:
+            return list(self._kept[name])
+        f = self._spools[name]
+        f.flush()
+        f.seek(0)
+        return [f]
+
+    def _whole(self, name: str, dtype: Any) -> np.ndarray:
+        """A section in memory whole (the constmap needs every key and value at once)."""
+        if self.spool:
+            self._spools[name].flush()
+            return np.fromfile(self._spools[name].name, dtype=dtype)
+        return np.concatenate([a.reshape(-1) for a in self._kept[name]] or [np.zeros(0, dtype)])
+
+    def finish(self, n_source_tokens: int = 0, meta: dict[str, Any] | None = None) -> Header:
+        """Build the constmap, write the file atomically; returns its Header."""
+        if self.n_keys >= MAX_KEYS:
+            raise InvalidParameterError(
+                f"{self.n_keys} distinct n-grams: a cache file holds fewer than {MAX_KEYS}"
+            )
+        keys = self._whole("keys", np.int32).reshape(-1, KEY_WIDTH[self.kind])
+        values = self._whole("values", np.uint32)
+        with Progress("constmap", quiet=self.quiet):
+            seed, seglen, segs, fuse = make_constmap(keys, values)
+        del keys, values  # the constmap build was the peak; writing needs none of it
+        header = Header(
+            kind=self.kind,
+            n_keys=self.n_keys,
+            n_entries=self.n_entries,
+            fuse_seed=seed,
+            fuse_segment_length=seglen,
+            fuse_segment_count=segs,
+            max_token=self.max_token,
+            n_source_tokens=n_source_tokens,
+            max_count=self.max_count,
+        )
+        meta = {"created_by": f"ngramdraft {__version__}", **(meta or {})}
+        end = np.array([self.n_entries], dtype=np.int64)
+        sections: dict[str, list[Part]] = {
+            "meta": [json.dumps(meta, sort_keys=True).encode()],
+            **{name: self._section(name) for name in ("keys", "stats", "tokens", "counts")},
+            "offsets": [*self._section("offsets"), end],
+            "fuse": [fuse],
+        }
+        with Progress("writing", quiet=self.quiet):
+            _write_sections(self.path, header, sections)
+        return header
+
+
+def write_cache(
+    path: str | os.PathLike[str],
+    kind: int,
+    arrays: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
+    *,
+    n_source_tokens: int = 0,
+    meta: dict[str, Any] | None = None,
+) -> Header:
+    """Write (keys, offsets, tokens, counts), already in memory, as a file of ``kind``."""
+    with NgdWriter(path, kind, spool=False) as out:
+        out.add(*arrays)
+        return out.finish(n_source_tokens, meta)
+
+
+def _write_sections(path: Path, header: Header, sections: dict[str, list[Part]]) -> None:
+    """Write the header and sections atomically, filling offsets and checksums into header.
+
+    Each section is a list of parts: bytes, numpy arrays, or open binary
+    files positioned at their start (streamed in blocks, so spooled data
+    never has to fit in memory).
     """
     with atomic_output(path) as out:
         out.write(bytes(HEADER_SIZE))
         pos = HEADER_SIZE
         for name in SECTIONS:
-            data = sections[name]
             h = xxhash.xxh3_64()
             size = 0
-            for block in _blocks(data):
+            for block in _blocks(sections[name]):
                 out.write(block)
                 h.update(block)
                 size += len(block)
@@ -333,13 +541,16 @@ def write_file(path, header, sections):
         out.write(header.pack())
 
 
-def _blocks(data):
-    if isinstance(data, np.ndarray):
-        view = memoryview(np.ascontiguousarray(data)).cast("B")
-        for start in range(0, len(view), _BLOCK):
-            yield view[start : start + _BLOCK]
-    elif isinstance(data, bytes | bytearray | memoryview):
-        yield memoryview(data).cast("B")
-    else:
-        while block := data.read(_BLOCK):
-            yield block
+def _blocks(parts: Iterable[Part]) -> Iterator[bytes | memoryview]:
+    for data in parts:
+        if isinstance(data, np.ndarray):
+            if data.size == 0:
+                continue
+            view = memoryview(np.ascontiguousarray(data)).cast("B")
+            for start in range(0, len(view), _BLOCK):
+                yield view[start : start + _BLOCK]
+        elif isinstance(data, bytes):
+            yield data
+        else:
+            while block := data.read(_BLOCK):
+                yield block

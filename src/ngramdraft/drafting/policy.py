@@ -8,15 +8,16 @@ cost more than they save. A policy sees each draft llama.cpp's rules make
 and says how many of its tokens to submit; the drafts themselves stay
 llama.cpp's, cut shorter.
 
-The protocol (a Drafter keeps its own copy of the policy):
+The protocol, :class:`Policy` (a Drafter keeps its own copy of the policy):
 
 * ``start(n_draft)``: a new sequence;
 * ``length_of(full)``: how many of the ``full`` tokens of this step's draft to
   submit (0: none);
 * ``observe(submitted, accepted)``: at the next accept, how many of the
   submitted tokens the model accepted;
-* ``learn(full, matched)`` (optional): once the sequence shows it, how many
-  leading tokens of a whole draft were right, submitted or not.
+* ``learn(full, matched)`` (optional, :class:`Learns`): once the sequence
+  shows it, how many leading tokens of a whole draft were right, submitted
+  or not.
 
 ``AdaptiveLength``: the length grows by 2 after a draft accepted whole and
 shrinks by 1 after any rejection (transformers' heuristic for assistant
@@ -37,10 +38,28 @@ blindly.
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
-from .errors import InvalidParameterError
+from ..errors import InvalidParameterError
+
+
+class Policy(Protocol):
+    """How much of each draft to submit (see the module's doc)."""
+
+    def start(self, n_draft: int) -> None: ...
+
+    def length_of(self, full: int) -> int: ...
+
+    def observe(self, submitted: int, accepted: int) -> None: ...
+
+
+@runtime_checkable
+class Learns(Protocol):
+    """A policy that also learns from whole drafts, submitted or not."""
+
+    def learn(self, full: int, matched: int) -> None: ...
 
 
 @dataclass
@@ -54,9 +73,9 @@ class AdaptiveLength:
     length: int = field(default=0, init=False)
     _limit: int = field(default=0, init=False, repr=False)
     _paused: int = field(default=0, init=False, repr=False)
-    _recent: deque = field(default_factory=deque, init=False, repr=False)
+    _recent: deque[tuple[int, int]] = field(default_factory=deque, init=False, repr=False)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         ints = {"n_min": self.n_min, "window": self.window, "retry_after": self.retry_after}
         for name, value in ints.items():
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -64,29 +83,29 @@ class AdaptiveLength:
         if not 0.0 <= self.off_below <= 1.0:
             raise InvalidParameterError(f"off_below must be 0 .. 1, got {self.off_below!r}")
 
-    def start(self, n_draft):
+    def start(self, n_draft: int) -> None:
         """A new sequence: full length, no pause, no history."""
         self._limit = n_draft
         self.length = n_draft
         self._paused = 0
         self._recent = deque(maxlen=self.window)
 
-    def length_of(self, full):
+    def length_of(self, full: int) -> int:
         """How many of this step's ``full`` drafted tokens to submit (0 while paused)."""
         if self._paused:
             self._paused -= 1
             return 0
         return min(full, self.length)
 
-    def observe(self, drafted, accepted):
-        """The model accepted ``accepted`` of the ``drafted`` tokens of the last draft."""
-        if drafted == 0:
+    def observe(self, submitted: int, accepted: int) -> None:
+        """The model accepted ``accepted`` of the ``submitted`` tokens of the last draft."""
+        if submitted == 0:
             return
-        if accepted >= drafted:
+        if accepted >= submitted:
             self.length = min(self._limit, self.length + 2)
         else:
             self.length = max(min(self.n_min, self._limit), self.length - 1)
-        self._recent.append((drafted, accepted))
+        self._recent.append((submitted, accepted))
         if len(self._recent) == self.window:
             total = sum(d for d, _ in self._recent)
             if sum(a for _, a in self._recent) < self.off_below * total:
@@ -113,10 +132,10 @@ class CostAwareLength:
 
     pass_cost: Sequence[float]
     decay: float = 0.97
-    _seen: np.ndarray = field(default=None, init=False, repr=False)
-    _hit: np.ndarray = field(default=None, init=False, repr=False)
+    _seen: np.ndarray = field(default_factory=lambda: np.ones(0), init=False, repr=False)
+    _hit: np.ndarray = field(default_factory=lambda: np.ones((0, 0)), init=False, repr=False)
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         cost = np.asarray(self.pass_cost, dtype=np.float64)
         if cost.ndim != 1 or len(cost) < 2 or not np.all(np.isfinite(cost)) or cost.min() <= 0:
             raise InvalidParameterError(
@@ -127,28 +146,29 @@ class CostAwareLength:
             raise InvalidParameterError(f"decay must be in (0, 1], got {self.decay!r}")
         self.pass_cost = tuple(float(c) for c in cost / cost[0])
 
-    def start(self, n_draft):
+    def start(self, n_draft: int) -> None:
         """A new sequence; what was learned stays (the same engine, the same kind of text)."""
         if len(self.pass_cost) < n_draft + 1:
             raise InvalidParameterError(
                 f"pass_cost has {len(self.pass_cost)} costs: a drafter of n_draft={n_draft} "
                 f"needs the cost of passes of 1 .. {n_draft + 1} tokens"
             )
-        if self._seen is None or len(self._seen) != n_draft + 1:
+        if len(self._seen) != n_draft + 1:
             self._seen = np.ones(n_draft + 1)
             self._hit = np.full((n_draft + 1, n_draft + 1), 0.5)  # a prior of one half
 
-    def length_of(self, full):
+    def length_of(self, full: int) -> int:
+        """The k <= full that maximizes (1 + expected accepted) / pass_cost[k]."""
         if full == 0:
             return 0
         right = self._hit[full, 1 : full + 1] / self._seen[full]  # P(first j tokens right)
         tokens = 1.0 + np.concatenate(([0.0], np.cumsum(right)))
         return int(np.argmax(tokens / np.asarray(self.pass_cost[: full + 1])))
 
-    def observe(self, submitted, accepted):
+    def observe(self, submitted: int, accepted: int) -> None:
         """Nothing to do: learn() sees every draft whole."""
 
-    def learn(self, full, matched):
+    def learn(self, full: int, matched: int) -> None:
         """The first ``matched`` tokens of a draft of ``full`` tokens were right."""
         self._seen[full] = self._seen[full] * self.decay + 1.0
         self._hit[full] *= self.decay

@@ -18,14 +18,16 @@ import threading
 import time
 from pathlib import Path
 
-from .atomic import locked
-from .cache import NgramCache, as_mutable, file_format, file_kind
-from .errors import WrongFileKindError
+from ..errors import WrongFileKindError
+from ..files.atomic import locked
+from ..files.kinds import file_format, file_kind
+from .base import Cache
+from .ngram import NgramCache, as_mutable
 
 LOCK_TIMEOUT = 30.0
 
 
-def _state(path):
+def _state(path: Path) -> tuple[int, int, int] | None:
     try:
         st = os.stat(path)
     except FileNotFoundError:
@@ -33,7 +35,7 @@ def _state(path):
     return (st.st_ino, st.st_size, st.st_mtime_ns)
 
 
-def format_for(path):
+def format_for(path: str | os.PathLike[str]) -> str:
     """The format a new dynamic file is written in: llama.cpp's for ``.bin``, else native."""
     return "llamacpp" if Path(path).suffix == ".bin" else "native"
 
@@ -52,7 +54,14 @@ class SharedDynamicFile:
     way out: what is pending at a crash is lost to the file.
     """
 
-    def __init__(self, path, *, lock_timeout=LOCK_TIMEOUT, max_ngrams=None, save_every=0.0):
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        lock_timeout: float = LOCK_TIMEOUT,
+        max_ngrams: int | None = None,
+        save_every: float = 0.0,
+    ) -> None:
         self.path = Path(path)
         self.lock_timeout = lock_timeout
         self.save_every = save_every
@@ -65,7 +74,7 @@ class SharedDynamicFile:
         self._writing = threading.Lock()
         self._saved_at = time.monotonic()
 
-    def add(self, cache):
+    def add(self, cache: Cache) -> None:
         """Merge ``cache`` (a finished sequence's context) in, and save (see ``save_every``)."""
         with self._writing:
             self.cache.merge(cache)
@@ -73,13 +82,13 @@ class SharedDynamicFile:
             if time.monotonic() - self._saved_at >= self.save_every:
                 self._save()
 
-    def save(self):
+    def save(self) -> None:
         """Write what is pending now (nothing to write: no save)."""
         with self._writing:
             if len(self.pending):
                 self._save()
 
-    def _save(self):
+    def _save(self) -> None:
         with locked(self.path, self.lock_timeout):
             now = _state(self.path)
             if now != self._seen:  # another writer saved: build on its file
@@ -92,7 +101,13 @@ class SharedDynamicFile:
             self._saved_at = time.monotonic()
 
 
-def dynamic_role(dynamic, *, lock_timeout=LOCK_TIMEOUT, max_ngrams=None, save_every=0.0):
+def dynamic_role(
+    dynamic: "Cache | SharedDynamicFile | str | os.PathLike[str] | None",
+    *,
+    lock_timeout: float = LOCK_TIMEOUT,
+    max_ngrams: int | None = None,
+    save_every: float = 0.0,
+) -> tuple[SharedDynamicFile | None, NgramCache]:
     """(SharedDynamicFile or None, NgramCache) for what a drafter was given as ``dynamic``.
 
     A path becomes a shared file (a static cache's path is refused: saving

@@ -9,10 +9,10 @@ import os
 
 import numpy as np
 
+from ..errors import CorruptFileError, TruncatedFileError, WrongFileKindError
+from ..kernels import lookupfile as L
 from .atomic import atomic_output
-from .errors import CorruptFileError, TruncatedFileError, WrongFileKindError
-from .fileformat import foreign_message
-from .kernels import lookupfile as L
+from .ngd import foreign_message
 
 _PROBLEMS = {
     L.BAD_NGRAM: "an n-gram slot is neither a token id nor -1 padding",
@@ -22,7 +22,7 @@ _PROBLEMS = {
 }
 
 
-def read(path):
+def read(path: str | os.PathLike[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(keys[K,4], offsets[K+1], tokens, counts) of a lookup file, followers sorted."""
     size = os.path.getsize(path)
     if size % 4:
@@ -44,7 +44,13 @@ def read(path):
     return keys, offsets, tokens, counts
 
 
-def write(path, keys, offsets, tokens, counts):
+def write(
+    path: str | os.PathLike[str],
+    keys: np.ndarray,
+    offsets: np.ndarray,
+    tokens: np.ndarray,
+    counts: np.ndarray,
+) -> None:
     """Write n-grams (keys of width 2 or 4) as a lookup file, atomically."""
     n = keys.shape[0]
     sizes = np.diff(offsets)

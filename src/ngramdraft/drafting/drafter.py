@@ -2,32 +2,27 @@
 
 import copy
 import os
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .cache import NgramCache
-from .errors import (
-    CorruptFileError,
-    InvalidParameterError,
-    NgramdraftError,
-    VocabularyError,
-)
-from .kernels import step as S
-from .kernels import table as T
-from .kernels.frozen import CORRUPT, empty_frozen
-from .kernels.handles import frozen_handle, table_handle
-from .kernels.thresholds import NGRAM_MAX
-from .shared import LOCK_TIMEOUT, dynamic_role
-from .static import as_static
-from .validation import TOKEN_MAX, as_tokens, check_int, check_ngram_range
+from ..caches.ngram import NgramCache
+from ..caches.shared import LOCK_TIMEOUT, SharedDynamicFile, dynamic_role
+from ..caches.static import as_static
+from ..caches.warmup import NO_WARMUP, NoWarmup, Warmup
+from ..errors import CorruptFileError, InvalidParameterError, NgramdraftError, VocabularyError
+from ..kernels.frozen import CORRUPT
+from ..rules.llamacpp import NGRAM_MAX
+from ..validation import TOKEN_MAX, as_tokens, check_int, check_ngram_range
+from . import state as S
+from .policy import Learns, Policy
 
 if TYPE_CHECKING:
     from numpy.typing import ArrayLike
 
-    from .cache import Cache
-    from .policy import AdaptiveLength, CostAwareLength
-    from .static import StaticCache
+    from ..caches.base import Cache
+    from ..caches.static import StaticCache
 
 MAX_DRAFT = 4096
 REPLY_ROOM = 256  # tokens a new sequence's context table has room for past its prompt
@@ -35,18 +30,6 @@ MAX_SHADOWS = 64  # whole drafts a learning policy may wait on (each settles wit
 
 
 _NONE = np.zeros(0, dtype=np.int32)
-
-
-class _NoWarmup:
-    """The warm-up of no static cache: nothing to wait for, no damage."""
-
-    damage = None
-
-    def wait(self):
-        pass
-
-
-_NO_WARMUP = _NoWarmup()
 
 
 class Drafter:
@@ -62,7 +45,7 @@ class Drafter:
         :meth:`finish` in the same format (a new ``.bin`` path: llama.cpp).
         Many drafters, threads and processes may share one path: each save
         merges under the file's lock, so no contribution is lost (see
-        :mod:`ngramdraft.shared`). Without one, the drafter keeps its own, so
+        :mod:`ngramdraft.caches.shared`). Without one, the drafter keeps its own, so
         later sequences still learn from earlier ones.
     n_draft : int
         The most tokens one :meth:`draft` returns (>= 1).
@@ -84,17 +67,17 @@ class Drafter:
         A budget for a long-lived dynamic cache: past it, a merge keeps the
         n-grams with the most samples (see NgramCache). Without one the cache
         grows as llama.cpp's does.
-    policy : AdaptiveLength or CostAwareLength, optional
+    policy : Policy (AdaptiveLength, CostAwareLength or your own), optional
         Opt-in, beyond llama.cpp's rules: how much of each draft to submit,
         from the sequence's acceptance (AdaptiveLength) or from the engine's
         pass costs and what drafts proved (CostAwareLength); see
-        :mod:`ngramdraft.policy`. The drafter keeps its own copy.
+        :mod:`ngramdraft.drafting.policy`. The drafter keeps its own copy.
     """
 
     def __init__(
         self,
-        static: "StaticCache | Cache | str | os.PathLike | None" = None,
-        dynamic: "NgramCache | Cache | str | os.PathLike | None" = None,
+        static: "StaticCache | Cache | str | os.PathLike[str] | None" = None,
+        dynamic: "NgramCache | Cache | SharedDynamicFile | str | os.PathLike[str] | None" = None,
         n_draft: int = 8,
         ngram_min: int = 1,
         ngram_max: int = 4,
@@ -103,15 +86,16 @@ class Drafter:
         lock_timeout: float = LOCK_TIMEOUT,
         save_every: float = 0.0,
         max_dynamic_ngrams: int | None = None,
-        policy: "AdaptiveLength | CostAwareLength | None" = None,
+        policy: Policy | None = None,
     ) -> None:
         self.n_draft = check_int(n_draft, "n_draft", 1, MAX_DRAFT)
         self.ngram_min, self.ngram_max = check_ngram_range(ngram_min, ngram_max)
         self.static = None if static is None else as_static(static)
         if self.static is not None and tokenizer is not None:
             self.static.check_tokenizer(tokenizer)
-        self._warmup = _NO_WARMUP if self.static is None else self.static.prefault()
-        self._frozen = empty_frozen() if self.static is None else self.static._frozen
+        self._warmup: Warmup | NoWarmup = (
+            NO_WARMUP if self.static is None else self.static.prefault()
+        )
         self._shared, self.dynamic = dynamic_role(
             dynamic, lock_timeout=lock_timeout, max_ngrams=max_dynamic_ngrams, save_every=save_every
         )
@@ -119,22 +103,23 @@ class Drafter:
         self._seq = np.zeros(256, dtype=np.int32)
         self._buf = np.zeros(NGRAM_MAX + self.n_draft, dtype=np.int32)
         self._started = False
-        # The kernels' view of all of the above (kernels/step.py); _point keeps
-        # its handles on the current arrays, which these references keep alive.
         self._policy = None if policy is None else copy.deepcopy(policy)
         self._last = _NONE  # the last draft, while a policy waits to see it verified
         # Whole drafts (position, tokens) whose outcome a learning policy awaits.
-        self._shadows = [] if hasattr(self._policy, "learn") else None
-        self._state = np.zeros(S.STATE_WORDS, dtype=np.int64)
-        self._state[S.N_DRAFT : S.NMAX + 1] = (self.n_draft, self.ngram_min, self.ngram_max)
-        frozen_handle(self._frozen, self._state, S.STAT)
-        self._state[S.BUF : S.BUF + 2] = (self._buf.ctypes.data, len(self._buf))
-        self._ctx_t = self._dyn_t = None
-        self._point_seq()
-        self._point()
+        self._shadows: list[tuple[int, np.ndarray]] | None = (
+            [] if isinstance(self._policy, Learns) else None
+        )
+        # The kernels' view of all of the above (drafting/state.py): the
+        # caches' own handles, which follow their tables, and our buffers.
+        self._state = S.new_state(self.n_draft, (self.ngram_min, self.ngram_max))
+        S.point(self._state, S.CTX, self.context.handle)
+        S.point(self._state, S.DYN, self.dynamic.handle)
+        S.point(self._state, S.STAT, S.NO_STATIC if self.static is None else self.static.handle)
+        S.point_buffer(self._state, S.BUF, self._buf)
+        S.point_buffer(self._state, S.SEQ, self._seq)
 
     @property
-    def _n(self):
+    def _n(self) -> int:
         """Tokens in the sequence: the kernels keep the count, in the state."""
         return int(self._state[S.N])
 
@@ -150,8 +135,7 @@ class Drafter:
         # Room for the prompt and a reply's worth of tokens at once, rather than
         # a doubling every few tokens (each one a trip back to Python).
         room = 4 * (len(prompt) + REPLY_ROOM)
-        self.context._t = T.reserve(self.context._t, room, room)
-        self._point()
+        self.context.reserve(room, room)
         self._state[S.N] = 0
         self._append(prompt)
         self._started = True
@@ -166,19 +150,18 @@ class Drafter:
         # The dynamic cache may be shared with other threads: its lock keeps
         # merges out while the kernel reads it (NgramCache).
         with self.dynamic.lock:
-            if self.context._t is not self._ctx_t or self.dynamic._t is not self._dyn_t:
-                self._point()
             d = S.draft_state(self._state)
         if self._policy is not None:
             return self._submitted(self._drafted(d))
         return self._drafted(d)
 
-    def _drafted(self, d):
+    def _drafted(self, d: int) -> np.ndarray:
         """The d drafted tokens in the buffer, a copy; or the error a damaged file deserves."""
         if d == CORRUPT or self._warmup.damage is not None:
             self._warmup.wait()  # a checksum names the damage better, if it sees it
             raise CorruptFileError(
-                f"{self.static.path}: static cache damaged (see `ngramdraft inspect --verify`)"
+                f"{getattr(self.static, 'path', None)}: static cache damaged "
+                "(see `ngramdraft inspect --verify`)"
             )
         n = self._state[S.N]
         tail = n if n < NGRAM_MAX else NGRAM_MAX
@@ -209,10 +192,7 @@ class Drafter:
             raise InvalidParameterError(
                 f"cannot rewind {n!r} tokens: the sequence holds {self._n} (rewind 0 .. {self._n})"
             )
-        t = self.context._t
-        missing = T.rewind_arrays(*t, self._seq, self._n, int(n))
-        if missing:  # the context and the sequence disagree: a bug, not bad input
-            raise AssertionError(f"rewind found {missing} counts missing from the context")
+        self.context.rewind(self._seq[: self._n], int(n))
         self._state[S.N] -= int(n)
         if self._policy is not None:  # the drafts pending were made past the new end
             self._forget_drafts()
@@ -273,30 +253,29 @@ class Drafter:
         if self._shared is not None:
             self._shared.save()
 
-    def _append(self, new):
+    def _append(self, new: np.ndarray) -> None:
         need = self._n + len(new)
         if need > len(self._seq):
             grown = np.zeros(max(need, 2 * len(self._seq)), dtype=np.int32)
             grown[: self._n] = self._seq[: self._n]
             self._seq = grown
-            self._point_seq()
+            S.point_buffer(self._state, S.SEQ, self._seq)
         self._count(S.accept_state, new)
 
-    def _count(self, kernel, new, r=None):
+    def _count(self, kernel: Callable[..., int], new: object, r: int | None = None) -> None:
         """Run an accept kernel (or go on from its status r), growing the context as it asks."""
         if r is None:
             r = kernel(self._state, new, 0)
         while r >= 0:
-            self.context._t = T.grow(self.context._t, r & 3)
-            self._point()
+            self.context.grow(r & 3)
             r = kernel(self._state, new, r >> 2)
 
-    def _use_state(self, row):
+    def _use_state(self, row: np.ndarray) -> None:
         """Keep the kernels' state in ``row`` (a BatchDrafter's table of states) from now on."""
         row[:] = self._state
         self._state = row
 
-    def _submitted(self, full):
+    def _submitted(self, full: np.ndarray) -> np.ndarray:
         """The part of a whole draft the policy submits (drafting whole costs microseconds)."""
         self._last = full[: self._policy.length_of(len(full))]
         if self._shadows is not None and len(full):
@@ -305,20 +284,20 @@ class Drafter:
             self._shadows.append((self._n, full))
         return self._last.copy()
 
-    def _forget_drafts(self):
+    def _forget_drafts(self) -> None:
         """Drop the drafts the policy waits to hear about."""
         self._last = _NONE
         if self._shadows is not None:
             self._shadows = []
 
-    def _append_observed(self, new):
+    def _append_observed(self, new: np.ndarray) -> None:
         """_append, telling the policy what became of its drafts."""
         self._observe(new)
         self._append(new)
         if self._shadows:
             self._learn()
 
-    def _observe(self, new):
+    def _observe(self, new: np.ndarray) -> None:
         """Tell the policy how much of the last draft the model accepted (new starts with it)."""
         last, self._last = self._last, _NONE
         if len(last):
@@ -326,7 +305,7 @@ class Drafter:
             wrong = np.flatnonzero(last[:m] != new[:m])
             self._policy.observe(len(last), int(wrong[0]) if len(wrong) else m)
 
-    def _learn(self):
+    def _learn(self) -> None:
         """Tell a learning policy how many leading tokens of each whole draft proved right.
 
         A draft made at position n0 is settled once the sequence shows its
@@ -342,15 +321,6 @@ class Drafter:
                 waiting.append((n0, full))
         self._shadows = waiting
 
-    def _point(self):
-        """Point the state's table handles at the tables' current arrays (after growth)."""
-        self._ctx_t, self._dyn_t = self.context._t, self.dynamic._t
-        table_handle(self._ctx_t, self._state, S.CTX)
-        table_handle(self._dyn_t, self._state, S.DYN)
-
-    def _point_seq(self):
-        self._state[S.SEQ : S.SEQ + 2] = (self._seq.ctypes.data, len(self._seq))
-
-    def _require_started(self):
+    def _require_started(self) -> None:
         if not self._started:
             raise NgramdraftError("call start(prompt_tokens) before drafting or accepting")

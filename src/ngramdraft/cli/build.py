@@ -1,0 +1,158 @@
+"""build-static and merge-static: static caches from corpora, and from other static caches."""
+
+import argparse
+import warnings
+from typing import Any
+
+from ..build import distributed
+from ..build.corpus import ONE_CORPUS, Corpus
+from ..build.local import build_static
+from ..build.sources import DatasetSource
+from ..caches.static import StaticCache
+from ..errors import EmptyCacheWarning, InvalidParameterError
+from .args import parse_size, say, subcommand
+
+
+def register(sub: Any) -> None:
+    b = subcommand(
+        sub,
+        "build-static",
+        "count the 2-grams of a corpus into a static cache",
+        "Count every (2-gram, follower) of a corpus into a static cache file, as "
+        "llama.cpp's llama-lookup-create does. Inputs are token files, text files (with "
+        "--tokenizer), local data files or a Hugging Face dataset.",
+        [
+            "ngramdraft build-static books/*.txt --tokenizer llama3 -o books.ngd",
+            "ngramdraft build-static corpus.i32 -o corpus.ngd --memory-limit 1G",
+            "ngramdraft build-static notes.txt --tokenizer model.gguf -o notes.ngd",
+            "ngramdraft build-static books/*.txt --tokenizer llama3 -o books.ngd "
+            "--cluster local:4 --memory-limit 2G",
+        ],
+    )
+    b.add_argument(
+        "inputs",
+        nargs="*",
+        metavar="INPUT",
+        help="token files (.i32/.bin little-endian int32, .npy) or text files (.txt)",
+    )
+    b.add_argument("-o", "--output", required=True, metavar="CACHE", help="the cache to write")
+    b.add_argument(
+        "--memory-limit",
+        type=parse_size,
+        metavar="SIZE",
+        help="target peak memory, e.g. 1G (default: one pass, as much as it takes); "
+        "with --cluster, per worker",
+    )
+    b.add_argument(
+        "--cluster",
+        metavar="SPEC",
+        help="count on Dask: local:N starts N worker processes here, tcp://HOST:PORT uses "
+        "a running scheduler (pip install 'ngramdraft[dask]'); the file is the same",
+    )
+    b.add_argument("-q", "--quiet", action="store_true", help="no progress or summary")
+    _add_corpus_arguments(b)
+    b.set_defaults(run=build_static_command)
+
+    m = subcommand(
+        sub,
+        "merge-static",
+        "combine static caches (e.g. built from shards)",
+        "Add up the counts of several static caches into one (the same file as building "
+        "from the joined corpora). Caches of different tokenizers are refused.",
+        ["ngramdraft merge-static shard-*.ngd -o all.ngd --memory-limit 2G"],
+    )
+    m.add_argument("inputs", nargs="+", metavar="CACHE", help="static caches to combine")
+    m.add_argument("-o", "--output", required=True, metavar="CACHE", help="the cache to write")
+    m.add_argument(
+        "--memory-limit", type=parse_size, metavar="SIZE", help="target peak memory, e.g. 1G"
+    )
+    m.add_argument("-q", "--quiet", action="store_true", help="no progress or summary")
+    m.set_defaults(run=merge_static_command)
+
+
+def _add_corpus_arguments(p: argparse.ArgumentParser) -> None:
+    g = p.add_argument_group("corpus (text is tokenized; token files are used as they are)")
+    g.add_argument(
+        "--dataset", metavar="NAME", help="Hugging Face dataset, e.g. Salesforce/wikitext"
+    )
+    g.add_argument("--config", metavar="NAME", help="dataset config, e.g. wikitext-103-raw-v1")
+    g.add_argument(
+        "--split", default="train", metavar="NAME", help="dataset split (default: train)"
+    )
+    g.add_argument(
+        "--data-files",
+        nargs="+",
+        metavar="FILE",
+        help="local text/jsonl/parquet/csv files, read by the same datasets builders",
+    )
+    g.add_argument(
+        "--text-column",
+        default="text",
+        metavar="NAME",
+        help="column holding the text in --dataset/--data-files (default: text)",
+    )
+    g.add_argument(
+        "--tokenizer",
+        metavar="NAME",
+        help="bundled encoding (llama3, qwen3, cl100k_base, o200k_base), a GGUF model "
+        "(MODEL.gguf: its own vocabulary), a tokenizer.json path, or a hub name",
+    )
+    g.add_argument(
+        "--separate-documents",
+        action="store_true",
+        help="no 2-gram crosses a document boundary (default: one joined sequence, "
+        "as llama-lookup-create)",
+    )
+    g.add_argument(
+        "--token-cache",
+        metavar="DIR",
+        help="where token arrays are kept for reuse (default $NGRAMDRAFT_CACHE "
+        "or ~/.cache/ngramdraft)",
+    )
+
+
+def corpus_from_args(args: argparse.Namespace) -> Corpus:
+    """The Corpus that build-static's arguments name."""
+    if args.dataset or args.data_files:
+        if args.inputs:
+            raise InvalidParameterError(ONE_CORPUS)
+        source = DatasetSource(
+            args.dataset, args.config, args.split, args.data_files, args.text_column
+        )
+        return Corpus.of(source, args.tokenizer, args.separate_documents)
+    return Corpus.of(args.inputs, args.tokenizer, args.separate_documents)
+
+
+def build_static_command(args: argparse.Namespace) -> None:
+    corpus = corpus_from_args(args)
+    if args.cluster:
+        header = distributed.build_on(
+            args.cluster, corpus, args.output, memory_limit=args.memory_limit, quiet=args.quiet
+        )
+    else:
+        header = build_static(
+            corpus.triples(args.token_cache, quiet=args.quiet),
+            args.output,
+            memory_limit=args.memory_limit,
+            meta=corpus.meta(),
+            quiet=args.quiet,
+        )
+    if header.n_keys == 0:
+        warnings.warn(
+            f"{args.output}: the corpus has {header.n_source_tokens} tokens and no 2-gram "
+            "with a follower: the cache drafts nothing (is the input empty?)",
+            EmptyCacheWarning,
+            stacklevel=1,
+        )
+    say(
+        args,
+        f"{args.output}: {header.n_keys} 2-grams, {header.n_entries} entries, "
+        f"from {header.n_source_tokens} tokens",
+    )
+
+
+def merge_static_command(args: argparse.Namespace) -> None:
+    cache = StaticCache.merge(
+        args.inputs, args.output, memory_limit=args.memory_limit, quiet=args.quiet
+    )
+    say(args, f"{args.output}: {len(cache)} 2-grams, {cache.n_entries} entries")

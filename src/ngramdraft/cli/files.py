@@ -1,0 +1,155 @@
+"""convert, inspect and merge-dynamic: cache files read, described, converted, added up."""
+
+import argparse
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+from ..caches.base import Cache
+from ..caches.ngram import NgramCache
+from ..caches.shared import format_for
+from ..caches.static import StaticCache
+from ..errors import InvalidParameterError
+from ..files.kinds import file_format, file_kind
+from ..files.ngd import KIND_NAMES
+from .args import subcommand
+
+
+def register(sub: Any) -> None:
+    c = subcommand(
+        sub,
+        "convert",
+        "llama.cpp lookup file <-> native static cache",
+        "Convert a llama.cpp lookup file (llama-lookup-create's -lcs output) into a native "
+        "static cache, or, with --to-llamacpp, any native cache into a lookup file that "
+        "llama.cpp's llama-lookup and llama-server read.",
+        [
+            "ngramdraft convert lookup.bin -o lookup.ngd",
+            "ngramdraft convert wiki.ngd --to-llamacpp -o wiki.bin",
+        ],
+    )
+    c.add_argument("input", metavar="FILE", help="the cache to convert")
+    c.add_argument("-o", "--output", required=True, metavar="FILE", help="the file to write")
+    c.add_argument(
+        "--to-llamacpp",
+        action="store_true",
+        help="write a llama.cpp lookup file from a native cache",
+    )
+    c.set_defaults(run=convert_command)
+
+    i = subcommand(
+        sub,
+        "inspect",
+        "sizes, counts and checksums of a cache file",
+        "Print a cache file's kind, sizes, counts, sections and recorded metadata.",
+        ["ngramdraft inspect wiki.ngd --verify", "ngramdraft inspect seen.bin --json"],
+    )
+    i.add_argument("cache", metavar="CACHE", help="a native cache or llama.cpp lookup file")
+    i.add_argument("--verify", action="store_true", help="also check every checksum and invariant")
+    i.add_argument("--json", action="store_true", help="one JSON object on stdout")
+    i.set_defaults(run=inspect_command)
+
+    md = subcommand(
+        sub,
+        "merge-dynamic",
+        "add up dynamic caches (llama.cpp's llama-lookup-merge)",
+        "Add up the counts of dynamic caches (native .ngd or llama.cpp lookup files) into "
+        "one, as llama.cpp's llama-lookup-merge does. The output's format follows its "
+        "suffix: .bin is a llama.cpp lookup file, anything else native.",
+        [
+            "ngramdraft merge-dynamic a.bin b.bin -o merged.bin",
+            "ngramdraft merge-dynamic server-*.ngd -o all.ngd",
+        ],
+    )
+    md.add_argument("inputs", nargs="+", metavar="CACHE", help="dynamic caches to add up")
+    md.add_argument("-o", "--output", required=True, metavar="CACHE", help="the cache to write")
+    md.set_defaults(run=merge_dynamic_command)
+
+
+def convert_command(args: argparse.Namespace) -> None:
+    if args.to_llamacpp:
+        cache = _open_any(args.input)
+        cache.save(args.output, "llamacpp")
+        print(f"{args.output}: {len(cache)} n-grams, {cache.n_entries} entries (llama.cpp)")
+    else:
+        if file_format(args.input) == "native":
+            raise InvalidParameterError(
+                f"{args.input} is already a native cache (use --to-llamacpp to convert it back)"
+            )
+        static = StaticCache.from_llamacpp(args.input, args.output)
+        print(f"{args.output}: {len(static)} 2-grams, {static.n_entries} entries")
+
+
+def _open_any(path: str | os.PathLike[str]) -> Cache:
+    """A native static cache opened, anything else loaded into memory."""
+    return StaticCache.open(path) if file_kind(path) == "static" else NgramCache.load(path)
+
+
+def inspect_command(args: argparse.Namespace) -> None:
+    info = _static_info(args.cache, args.verify) if file_kind(args.cache) == "static" else None
+    if info is None:
+        info = _dynamic_info(args.cache, args.verify)
+    if args.verify:
+        info["verified"] = True
+    if args.json:
+        print(json.dumps(info, indent=2))
+        return
+    for name, value in info.items():
+        if isinstance(value, dict):
+            print(f"{name}:")
+            for k, v in value.items():
+                print(f"  {k}: {v}")
+        else:
+            print(f"{name}: {value}")
+
+
+def _static_info(path: str, verify: bool) -> dict[str, Any]:
+    """A static cache's header, sizes and meta (everything checked, with ``verify``)."""
+    cache = StaticCache.open(path)
+    if verify:
+        cache.verify(deep=True)
+    h = cache.header
+    size = cache.path.stat().st_size
+    return {
+        "path": str(cache.path),
+        "kind": KIND_NAMES[h.kind],
+        "format_version": h.version,
+        "file_bytes": size,
+        "n_2grams": h.n_keys,
+        "n_entries": h.n_entries,
+        "bytes_per_2gram": size / h.n_keys if h.n_keys else None,
+        "max_token": h.max_token,
+        "max_count": h.max_count,
+        "n_source_tokens": h.n_source_tokens,
+        "sections": {
+            name: {"offset": o, "bytes": s, "xxh3_64": f"{d:016x}"}
+            for name, (o, s, d) in h.sections.items()
+        },
+        "meta": cache.meta,
+    }
+
+
+def _dynamic_info(path: str, verify: bool) -> dict[str, Any]:
+    """A dynamic cache's (or lookup file's) counts; loading checks checksums and every record."""
+    cache = NgramCache.load(path)
+    if verify:
+        cache.verify()
+    keys = cache.arrays()[0]
+    sizes = (keys >= 0).sum(axis=1)
+    return {
+        "path": path,
+        "kind": file_kind(path),
+        "file_bytes": Path(path).stat().st_size,
+        "n_ngrams": len(cache),
+        "n_entries": cache.n_entries,
+        "ngrams_by_size": {int(n): int((sizes == n).sum()) for n in range(1, 5)},
+    }
+
+
+def merge_dynamic_command(args: argparse.Namespace) -> None:
+    merged = NgramCache()
+    for path in args.inputs:
+        merged.merge(NgramCache.load(path))
+    merged.save(args.output, format_for(args.output))
+    print(f"{args.output}: {len(merged)} n-grams, {merged.n_entries} entries")
