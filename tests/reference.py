@@ -1,4 +1,4 @@
-"""A plain-Python reference of llama.cpp's n-gram cache, written from SPEC.md.
+"""A plain-Python reference of llama.cpp's n-gram cache, written from docs/rules.md.
 
 Dicts and lists only, no numpy and no numba: it exists to be obviously right.
 The property tests compare the numba kernels with it, and the benchmarks use

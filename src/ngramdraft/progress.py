@@ -2,6 +2,7 @@
 
 import sys
 import time
+from typing import TextIO
 
 
 class Progress:
@@ -10,7 +11,15 @@ class Progress:
     Disabled (every method a no-op) when stderr is not a terminal or quiet is set.
     """
 
-    def __init__(self, label, total=None, unit="", *, quiet=False, stream=None):
+    def __init__(
+        self,
+        label: str,
+        total: int | None = None,
+        unit: str = "",
+        *,
+        quiet: bool = False,
+        stream: TextIO | None = None,
+    ) -> None:
         self.stream = stream or sys.stderr
         self.enabled = not quiet and self.stream.isatty()
         self.label = label
@@ -20,20 +29,20 @@ class Progress:
         self.t0 = time.perf_counter()
         self._last = 0.0
 
-    def __enter__(self):
+    def __enter__(self) -> "Progress":
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def update(self, n=1):
+    def update(self, n: int = 1) -> None:
         self.done += n
         now = time.perf_counter()
         if self.enabled and now - self._last >= 0.2:
             self._last = now
             self._draw(now)
 
-    def _draw(self, now, end=""):
+    def _draw(self, now: float, end: str = "") -> None:
         elapsed = max(now - self.t0, 1e-9)
         rate = self.done / elapsed
         line = f"\r{self.label}: {_si(self.done)}{self.unit}"
@@ -47,13 +56,13 @@ class Progress:
         self.stream.write(line + "\x1b[K" + end)
         self.stream.flush()
 
-    def close(self):
+    def close(self) -> None:
         if self.enabled:
             self._draw(time.perf_counter(), end="\n")
             self.enabled = False
 
 
-def _si(x):
+def _si(x: float) -> str:
     for unit in ("", "k", "M", "G", "T"):
         if abs(x) < 1000:
             return f"{x:.0f}{unit}" if unit == "" else f"{x:.1f}{unit}"

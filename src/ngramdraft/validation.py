@@ -1,5 +1,7 @@
 """Checks that stand between user input and the kernels (numba checks no bounds)."""
 
+from typing import Any
+
 import numpy as np
 
 from .errors import CorruptFileError, InvalidParameterError, InvalidTokensError
@@ -7,7 +9,7 @@ from .errors import CorruptFileError, InvalidParameterError, InvalidTokensError
 TOKEN_MAX = 2**31 - 1
 
 
-def _short_valid_list(values):
+def _short_valid_list(values: object) -> bool:
     """Whether values is what a decoding loop hands over, a few Python ints in range.
 
     Checked in Python: for a short list that costs a third of numpy's
@@ -22,7 +24,7 @@ def _short_valid_list(values):
     )
 
 
-def as_tokens(values, name="tokens"):
+def as_tokens(values: Any, name: str = "tokens") -> np.ndarray:
     """A C-contiguous int32 copy-or-view of ``values``, every id in 0 .. 2**31-1.
 
     Accepts sequences of ints and integer arrays of any width; rejects floats,
@@ -47,7 +49,7 @@ def as_tokens(values, name="tokens"):
     return np.ascontiguousarray(arr, dtype=np.int32)
 
 
-def check_token_range(arr, name="tokens", base=0):
+def check_token_range(arr: np.ndarray, name: str = "tokens", base: int = 0) -> None:
     """Raise naming the first id outside 0 .. 2**31-1 (its index offset by ``base``)."""
     if arr.size == 0:
         return
@@ -59,7 +61,7 @@ def check_token_range(arr, name="tokens", base=0):
         )
 
 
-def check_int(value, name, lo, hi=None):
+def check_int(value: object, name: str, lo: int, hi: int | None = None) -> int:
     """An int in [lo, hi] (hi None: unbounded), else InvalidParameterError."""
     if isinstance(value, bool) or not isinstance(value, int | np.integer):
         raise InvalidParameterError(f"{name} must be an integer, got {value!r}")
@@ -69,7 +71,7 @@ def check_int(value, name, lo, hi=None):
     return int(value)
 
 
-def check_ngram_range(ngram_min, ngram_max):
+def check_ngram_range(ngram_min: int, ngram_max: int) -> tuple[int, int]:
     ngram_min = check_int(ngram_min, "ngram_min", 1, 4)
     ngram_max = check_int(ngram_max, "ngram_max", 1, 4)
     if ngram_min > ngram_max:
@@ -77,15 +79,18 @@ def check_ngram_range(ngram_min, ngram_max):
     return ngram_min, ngram_max
 
 
-def check_ngram(ngram, sizes=(1, 2, 3, 4)):
+def check_ngram(ngram: Any, sizes: tuple[int, ...] = (1, 2, 3, 4)) -> tuple[int, int, int, int]:
     """An n-gram given by the user as a tuple of token ids, size in ``sizes``."""
     arr = as_tokens(ngram, "ngram")
     if len(arr) not in sizes:
         raise InvalidParameterError(f"n-gram size must be one of {sizes}, got {len(arr)}")
-    return tuple(int(t) for t in arr) + (-1,) * (4 - len(arr))
+    ids = [int(t) for t in arr] + [-1] * (4 - len(arr))
+    return ids[0], ids[1], ids[2], ids[3]
 
 
-def check_cache_arrays(keys, offsets, tokens, counts, where):
+def check_cache_arrays(
+    keys: np.ndarray, offsets: np.ndarray, tokens: np.ndarray, counts: np.ndarray, where: str
+) -> None:
     """Raise CorruptFileError unless the flat arrays form a well-made cache.
 
     Checked before a kernel reads them: spans that tile the follower arrays,
@@ -93,7 +98,7 @@ def check_cache_arrays(keys, offsets, tokens, counts, where):
     within each span, ids >= 0 and counts >= 1.
     """
 
-    def fail(problem):
+    def fail(problem: str) -> None:
         raise CorruptFileError(f"{where}: {problem}")
 
     k, n = keys.shape[0], tokens.shape[0]

@@ -91,8 +91,8 @@ def budgets(memory_limit: int | None) -> tuple[int, int]:
 class Summary:
     """What the client learns of a counted shard: its edges, size, largest id, histogram."""
 
-    head: list
-    tail: list
+    head: list[int]
+    tail: list[int]
     n_tokens: int
     max_token: int
     histogram: np.ndarray
@@ -167,7 +167,8 @@ def reduce_partition(
 
 def edge_triples(summaries: list["Summary"], separate: bool) -> tuple[np.ndarray, np.ndarray]:
     """(packed, counts) of the triples spanning shard edges, from the shards' edge tokens."""
-    found, tail = [], []
+    found: list[tuple[int, int, int]] = []
+    tail: list[int] = []
     for s in summaries:
         if not s.shard.joins or (separate and s.starts_document):
             tail = []

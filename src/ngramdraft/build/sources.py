@@ -41,7 +41,7 @@ from ..errors import CorpusError, InvalidParameterError
 from ..files.tokens import TokenFile
 from ..progress import Progress
 from ..tokenizers import Tokenizer, load_tokenizer
-from .tokenize import BATCH_CHARS, cache_dir, encode, tokenize
+from .tokenize import BATCH_CHARS, TextBatch, cache_dir, encode, tokenize
 
 BUILDERS = {
     ".txt": "text",
@@ -55,7 +55,6 @@ HUB_TIMEOUT = 3.0
 BYTES_PER_TOKEN = 4  # text bytes per token, to size text shards
 NO_STARTS = np.zeros(0, dtype=np.int64)
 
-TextBatch = list[tuple[bool, str]]  # (starts a document?, text)
 Stream = tuple[TokenFile, np.ndarray | None]  # tokens, and where documents start (None: joined)
 OnWorkers = Callable[[Callable[[Any], Any], list[Any]], list[Any]]
 

@@ -192,11 +192,6 @@ class NgramCache(Cache):
         with self.lock:
             T.clear(self.table)
 
-    def _replace(self, other: "NgramCache") -> None:
-        """Take ``other``'s n-grams in place of this cache's (drafters holding it see them)."""
-        with self.lock:
-            self.table = other.table
-
     def __len__(self) -> int:
         return int(self.table.meta[T.N_NGRAMS])
 

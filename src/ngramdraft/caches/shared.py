@@ -94,7 +94,7 @@ class SharedDynamicFile:
             if now != self._seen:  # another writer saved: build on its file
                 current = as_mutable(self.path, max_ngrams=self.cache.max_ngrams)
                 current.merge(self.pending)
-                self.cache._replace(current)  # the same object: drafters hold it
+                self.cache.table = current.table  # the same object: drafters hold it
             self.cache.save(self.path, self.format)
             self._seen = _state(self.path)
             self.pending.clear()

@@ -184,7 +184,7 @@ class StaticCache(Cache):
     ) -> "StaticCache":
         """One static cache counting every 2-gram of several (e.g. built from shards)."""
         opened = [as_static(c, verify=True) for c in caches]
-        names = {c.tokenizer_name for c in opened} - {None}
+        names = {name for c in opened if (name := c.tokenizer_name) is not None}
         if len(names) > 1:
             raise TokenizerMismatchError(
                 f"cannot merge caches of different tokenizers: {sorted(names)}"
@@ -245,7 +245,7 @@ class StaticCache(Cache):
         f = self.frozen
         lo, n = followers_span(f, key, np.uint64(key_hash_of(f, key)))
         if n == CORRUPT:
-            raise CorruptFileError(f"{self.path}: offsets of 2-gram {ngram} are impossible")
+            raise CorruptFileError(f"{self.path}: offsets of 2-gram {key[:2]} are impossible")
         return f.tokens[lo : lo + n].copy(), f.counts[lo : lo + n].copy()
 
     @property
@@ -324,7 +324,9 @@ class StaticCache(Cache):
     def check_tokens(self, tokens: np.ndarray) -> None:
         """Raise TokenizerMismatchError if ``tokens`` holds ids the cache's tokenizer lacks."""
         tok = self.meta.get("tokenizer")
-        n_vocab = tok.get("n_vocab") if isinstance(tok, dict) else None
+        if not isinstance(tok, dict):
+            return
+        n_vocab = tok.get("n_vocab")
         top = int(tokens.max(initial=-1))
         if isinstance(n_vocab, int) and top >= n_vocab:
             raise TokenizerMismatchError(

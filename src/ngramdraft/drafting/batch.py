@@ -12,7 +12,7 @@ dynamic path is saved under its lock, see :mod:`ngramdraft.caches.shared`).
 import itertools
 import os
 from collections.abc import Callable, Hashable, Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numba
 import numpy as np
@@ -106,7 +106,7 @@ class BatchDrafter:
             )
         drafter = self._spare.pop() if self._spare else self._make()
         row = self._free.pop()
-        drafter._use_state(self._states[row])
+        drafter.use_state(self._states[row])
         try:
             drafter.start(prompt_tokens)
         except BaseException:
@@ -135,7 +135,7 @@ class BatchDrafter:
     def accept(
         self,
         seq_ids: Sequence[Hashable],
-        tokens: "ArrayLike",
+        tokens: "Sequence[ArrayLike] | np.ndarray",
         lengths: "ArrayLike | None" = None,
     ) -> None:
         """Append each sequence's verified tokens (any number per sequence).
@@ -209,11 +209,7 @@ class BatchDrafter:
     ) -> None:
         """Finish the accepts that stopped for room: a full sequence or context table."""
         for i in np.flatnonzero(status >= 0):
-            drafter = self._active[seq_ids[i]][1]
-            if status[i] == S.NEED_SEQ:
-                drafter._append(new_tokens(i))
-            else:
-                drafter._count(S.accept_state, new_tokens(i), int(status[i]))
+            self._active[seq_ids[i]][1].finish_accept(new_tokens(i), int(status[i]))
 
     def rewind(self, seq_id: Hashable, n: int) -> None:
         """Remove sequence ``seq_id``'s last n tokens, as :meth:`Drafter.rewind`."""
@@ -257,9 +253,7 @@ class BatchDrafter:
         return self.static is not None and self.static.prefault().damage is not None
 
 
-def _flatten(
-    tokens: "ArrayLike", lengths: "ArrayLike | None", n: int
-) -> tuple[np.ndarray, np.ndarray]:
+def _flatten(tokens: Any, lengths: "ArrayLike | None", n: int) -> tuple[np.ndarray, np.ndarray]:
     """(flat int32 tokens, offsets[n + 1]) of per-sequence tokens, every id checked."""
     if lengths is not None:
         arr = np.asarray(tokens)

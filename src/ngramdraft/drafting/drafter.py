@@ -152,7 +152,7 @@ class Drafter:
         with self.dynamic.lock:
             d = S.draft_state(self._state)
         if self._policy is not None:
-            return self._submitted(self._drafted(d))
+            return self._submitted(self._policy, self._drafted(d))
         return self._drafted(d)
 
     def _drafted(self, d: int) -> np.ndarray:
@@ -172,7 +172,7 @@ class Drafter:
         if not self._started:
             self._require_started()
         if self._policy is not None:
-            self._append_observed(as_tokens(tokens, "tokens"))
+            self._append_observed(self._policy, as_tokens(tokens, "tokens"))
             return
         if type(tokens) is list and len(tokens) == 1 and type(tokens[0]) is int:
             token = tokens[0]  # the commonest call, checked and passed without numpy
@@ -218,7 +218,7 @@ class Drafter:
                 if len(arr) > n:
                     new = as_tokens(arr[n:], "sequence")
                     if self._policy is not None:
-                        self._append_observed(new)
+                        self._append_observed(self._policy, new)
                     else:
                         self._append(new)
                 return
@@ -229,8 +229,7 @@ class Drafter:
         """Raise VocabularyError if a cache holds token ids that a model of n_vocab ids lacks."""
         n_vocab = check_int(n_vocab, "n_vocab", 1)
         for cache in (self.static, self.dynamic):
-            top = -1 if cache is None else cache.max_token
-            if top >= n_vocab:
+            if cache is not None and (top := cache.max_token) >= n_vocab:
                 where = getattr(cache, "path", None) or f"the {cache.role} cache"
                 raise VocabularyError(
                     f"{where}: holds token id {top}, but the model's vocabulary has {n_vocab} ids "
@@ -262,6 +261,13 @@ class Drafter:
             S.point_buffer(self._state, S.SEQ, self._seq)
         self._count(S.accept_state, new)
 
+    def finish_accept(self, new: np.ndarray, status: int) -> None:
+        """Finish an accept a batch kernel stopped for room (drafting/state.py's status)."""
+        if status == S.NEED_SEQ:
+            self._append(new)
+        else:
+            self._count(S.accept_state, new, status)
+
     def _count(self, kernel: Callable[..., int], new: object, r: int | None = None) -> None:
         """Run an accept kernel (or go on from its status r), growing the context as it asks."""
         if r is None:
@@ -270,14 +276,19 @@ class Drafter:
             self.context.grow(r & 3)
             r = kernel(self._state, new, r >> 2)
 
-    def _use_state(self, row: np.ndarray) -> None:
-        """Keep the kernels' state in ``row`` (a BatchDrafter's table of states) from now on."""
+    @property
+    def started(self) -> bool:
+        """Whether a sequence is under way (start() called, finish() not yet)."""
+        return self._started
+
+    def use_state(self, row: np.ndarray) -> None:
+        """Keep the kernels' state in ``row`` of a table of states from now on (BatchDrafter's)."""
         row[:] = self._state
         self._state = row
 
-    def _submitted(self, full: np.ndarray) -> np.ndarray:
+    def _submitted(self, policy: Policy, full: np.ndarray) -> np.ndarray:
         """The part of a whole draft the policy submits (drafting whole costs microseconds)."""
-        self._last = full[: self._policy.length_of(len(full))]
+        self._last = full[: policy.length_of(len(full))]
         if self._shadows is not None and len(full):
             if len(self._shadows) >= MAX_SHADOWS:  # drafts again and again, accepting nothing
                 del self._shadows[0]
@@ -290,36 +301,39 @@ class Drafter:
         if self._shadows is not None:
             self._shadows = []
 
-    def _append_observed(self, new: np.ndarray) -> None:
+    def _append_observed(self, policy: Policy, new: np.ndarray) -> None:
         """_append, telling the policy what became of its drafts."""
-        self._observe(new)
+        self._observe(policy, new)
         self._append(new)
-        if self._shadows:
-            self._learn()
+        if self._shadows and isinstance(policy, Learns):
+            self._shadows = self._learn(policy, self._shadows)
 
-    def _observe(self, new: np.ndarray) -> None:
+    def _observe(self, policy: Policy, new: np.ndarray) -> None:
         """Tell the policy how much of the last draft the model accepted (new starts with it)."""
         last, self._last = self._last, _NONE
         if len(last):
             m = min(len(last), len(new))
             wrong = np.flatnonzero(last[:m] != new[:m])
-            self._policy.observe(len(last), int(wrong[0]) if len(wrong) else m)
+            policy.observe(len(last), int(wrong[0]) if len(wrong) else m)
 
-    def _learn(self) -> None:
+    def _learn(
+        self, policy: Learns, shadows: list[tuple[int, np.ndarray]]
+    ) -> list[tuple[int, np.ndarray]]:
         """Tell a learning policy how many leading tokens of each whole draft proved right.
 
         A draft made at position n0 is settled once the sequence shows its
         first wrong token, or all of it: the tokens it did not submit too.
+        Returns the drafts still waiting.
         """
         n, waiting = self._n, []
-        for n0, full in self._shadows:
+        for n0, full in shadows:
             known = min(n - n0, len(full))
             wrong = np.flatnonzero(full[:known] != self._seq[n0 : n0 + known])
             if len(wrong) or known == len(full):
-                self._policy.learn(len(full), int(wrong[0]) if len(wrong) else known)
+                policy.learn(len(full), int(wrong[0]) if len(wrong) else known)
             else:
                 waiting.append((n0, full))
-        self._shadows = waiting
+        return waiting
 
     def _require_started(self) -> None:
         if not self._started:

@@ -210,7 +210,13 @@ def _state(
 
 
 @njit(cache=True, nogil=True)
-def replay_chunk(state, chunk, chunk_start, dump, counters):
+def replay_chunk(
+    state: np.ndarray,
+    chunk: np.ndarray,
+    chunk_start: int,
+    dump: np.ndarray,
+    counters: np.ndarray,
+) -> int:
     """Replay one chunk; returns OK, CORRUPT (damaged static cache) or the table's need to grow.
 
     ``state`` is a drafter's state whose sequence buffer holds a chunk. The
@@ -232,7 +238,13 @@ def replay_chunk(state, chunk, chunk_start, dump, counters):
 
 
 @njit(cache=True, nogil=True, _nrt=False)
-def _replay_loop(views, chunk, chunk_start, dump, counters):
+def _replay_loop(
+    views: tuple[Any, ...],
+    chunk: np.ndarray,
+    chunk_start: int,
+    dump: np.ndarray,
+    counters: np.ndarray,
+) -> int:
     """replay_chunk's loop, given the state's views (tables, buffers, sizes) once.
 
     It allocates nothing, so it runs without numba's runtime: no reference

@@ -546,7 +546,7 @@ def _blocks(parts: Iterable[Part]) -> Iterator[bytes | memoryview]:
         if isinstance(data, np.ndarray):
             if data.size == 0:
                 continue
-            view = memoryview(np.ascontiguousarray(data)).cast("B")
+            view = np.ascontiguousarray(data).view(np.uint8).reshape(-1).data
             for start in range(0, len(view), _BLOCK):
                 yield view[start : start + _BLOCK]
         elif isinstance(data, bytes):

@@ -43,7 +43,10 @@ def _draft_model_base() -> type:
     return LlamaDraftModel
 
 
-class NgramDraftModel(_draft_model_base()):
+_BASE: Any = _draft_model_base()
+
+
+class NgramDraftModel(_BASE):
     """Prompt-lookup drafts for ``llama_cpp.Llama(..., draft_model=...)``, llama.cpp's rules.
 
     Parameters are :class:`~ngramdraft.Drafter`'s: ``static`` (a StaticCache
@@ -75,7 +78,7 @@ class NgramDraftModel(_draft_model_base()):
 
     def finish(self) -> None:
         """End the current sequence: merge it into the dynamic cache (and save that file)."""
-        if self.drafter._started:
+        if self.drafter.started:
             self.drafter.finish()
 
 

@@ -14,6 +14,8 @@ Needs ``pip install 'ngramdraft[transformers]'`` (and torch; on CPU,
 ``pip install torch==2.13.0`` takes the CPU build).
 """
 
+from typing import Any
+
 import numpy as np
 
 from ..drafting.drafter import Drafter
@@ -24,9 +26,10 @@ _candidates = require(
     "transformers.generation.candidate_generator", "transformers", "transformers drafting"
 )
 torch = require("torch", "transformers", "transformers drafting")
+_GENERATOR: Any = _candidates.CandidateGenerator
 
 
-class NgramCandidateGenerator(_candidates.CandidateGenerator):
+class NgramCandidateGenerator(_GENERATOR):
     """transformers' CandidateGenerator protocol over a :class:`~ngramdraft.Drafter`.
 
     ``get_candidates(input_ids)`` returns ``input_ids`` extended by the draft
@@ -35,7 +38,7 @@ class NgramCandidateGenerator(_candidates.CandidateGenerator):
     token, as transformers' own prompt lookup does.
     """
 
-    def __init__(self, drafter, generation_config):
+    def __init__(self, drafter: Drafter, generation_config: Any) -> None:
         self.drafter = drafter
         self.max_length = generation_config.max_length
         eos = getattr(generation_config, "_eos_token_tensor", None)
@@ -43,7 +46,7 @@ class NgramCandidateGenerator(_candidates.CandidateGenerator):
         self.n_calls = 0
         self.n_drafted = 0
 
-    def get_candidates(self, input_ids, **kwargs):
+    def get_candidates(self, input_ids: Any, **kwargs: Any) -> tuple[Any, None]:
         self.drafter.sync(input_ids[0].cpu().numpy())
         draft = self.drafter.draft()[: max(0, self.max_length - input_ids.shape[1] - 1)]
         for i, token in enumerate(draft.tolist()):
@@ -57,7 +60,7 @@ class NgramCandidateGenerator(_candidates.CandidateGenerator):
         extra = torch.from_numpy(draft.astype(np.int64)).to(input_ids.device)[None]
         return torch.cat((input_ids, extra), dim=1), None
 
-    def update_candidate_strategy(self, input_ids, scores, num_matches):
+    def update_candidate_strategy(self, input_ids: Any, scores: Any, num_matches: Any) -> None:
         pass  # llama.cpp's rules draft the same way whatever was accepted
 
 
@@ -72,21 +75,23 @@ class NgramDraft:
     (``n_calls``, ``n_drafted``).
     """
 
-    def __init__(self, static=None, dynamic=None, n_draft=8, *args, **kwargs):
+    def __init__(
+        self, static: Any = None, dynamic: Any = None, n_draft: int = 8, *args: Any, **kwargs: Any
+    ) -> None:
         self.drafter = Drafter(static, dynamic, n_draft, *args, **kwargs)
-        self.last = None
+        self.last: NgramCandidateGenerator | None = None
 
     def __call__(
         self,
-        model,
-        input_ids,
-        logits_processor,
-        stopping_criteria,
-        generation_config,
-        synced_gpus=False,
-        streamer=None,
-        **model_kwargs,
-    ):
+        model: Any,
+        input_ids: Any,
+        logits_processor: Any,
+        stopping_criteria: Any,
+        generation_config: Any,
+        synced_gpus: bool = False,
+        streamer: Any = None,
+        **model_kwargs: Any,
+    ) -> Any:
         if input_ids.shape[0] != 1:
             raise InvalidParameterError(
                 f"transformers' assisted decoding runs one sequence at a time; got a batch of "
@@ -112,5 +117,5 @@ class NgramDraft:
             )
         finally:
             del model._get_candidate_generator
-            if self.drafter._started:
+            if self.drafter.started:
                 self.drafter.finish()

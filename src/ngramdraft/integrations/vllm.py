@@ -41,6 +41,8 @@ import atexit
 import os
 import time
 from collections import defaultdict
+from collections.abc import Hashable
+from typing import Any
 
 import numpy as np
 
@@ -73,7 +75,7 @@ class NgramProposer:
     max_dynamic_ngrams = None
     save_every = 30.0
 
-    def __init__(self, vllm_config):
+    def __init__(self, vllm_config: Any) -> None:
         spec = vllm_config.speculative_config
         self.n_draft = spec.num_speculative_tokens
         self.max_model_len = vllm_config.model_config.max_model_len
@@ -88,17 +90,18 @@ class NgramProposer:
             max_dynamic_ngrams=self.max_dynamic_ngrams,
             save_every=self.save_every,
         )
-        self._row_ids = [None] * max_seqs  # the sequence each batch row held last step
+        # The sequence each batch row held last step.
+        self._row_ids: list[Hashable | None] = [None] * max_seqs
         self._next_id = 0
         self.stats = {"calls": 0, "seconds": 0.0, "started": 0, "finished": 0, "drafted": 0}
         # vLLM never says a request ended but by dropping its row at the next
         # step: the last requests reach the dynamic cache when the process ends.
         atexit.register(self.close)
 
-    def load_model(self, *args, **kwargs):
+    def load_model(self, *args: Any, **kwargs: Any) -> None:
         """vLLM's CPU runner loads every proposer's model: this one has none."""
 
-    def close(self):
+    def close(self) -> None:
         """Finish every sequence still followed into the dynamic cache, and save a path."""
         for seq_id in {s for s in self._row_ids if s is not None}:
             self.batch.finish(seq_id)
@@ -106,7 +109,13 @@ class NgramProposer:
         self._row_ids = [None] * len(self._row_ids)
         self.batch.flush()
 
-    def propose(self, sampled_token_ids, num_tokens_no_spec, token_ids_cpu, slot_mappings=None):
+    def propose(
+        self,
+        sampled_token_ids: Any,
+        num_tokens_no_spec: Any,
+        token_ids_cpu: np.ndarray,
+        slot_mappings: Any = None,
+    ) -> list[list[int]]:
         """One draft per batch row (a list of token ids, empty for none)."""
         start = time.perf_counter()
         n = len(sampled_token_ids)
@@ -116,7 +125,7 @@ class NgramProposer:
             )
         lengths = np.asarray(num_tokens_no_spec[:n], dtype=np.int64)
         self._follow(n, lengths, token_ids_cpu)
-        drafts = [[] for _ in range(n)]
+        drafts: list[list[int]] = [[] for _ in range(n)]
         wanted = [
             i
             for i in range(n)
@@ -133,7 +142,7 @@ class NgramProposer:
         self.stats["seconds"] += time.perf_counter() - start
         return drafts
 
-    def _follow(self, n, lengths, token_ids):
+    def _follow(self, n: int, lengths: np.ndarray, token_ids: np.ndarray) -> None:
         """Bring every row's sequence up to date: extend, move, start or finish."""
         rows = [i for i in range(n) if self._row_ids[i] is not None]
         lost = {s for s in self._row_ids[n:] if s is not None}  # rows gone from the batch
@@ -141,7 +150,7 @@ class NgramProposer:
         lost |= self._sync(rows, lengths, token_ids)
         # Rows without a sequence: a request moved here by the packing, or a new one.
         free = [i for i in range(n) if self._row_ids[i] is None]
-        by_prefix = defaultdict(list)
+        by_prefix: dict[bytes, list[tuple[Hashable, np.ndarray]]] = defaultdict(list)
         for seq_id in lost:
             tokens = self.batch.tokens(seq_id)
             by_prefix[tokens[:PREFIX].tobytes()].append((seq_id, tokens))
@@ -164,7 +173,7 @@ class NgramProposer:
                 self._next_id += 1
                 self.stats["started"] += 1
 
-    def _sync(self, rows, lengths, token_ids):
+    def _sync(self, rows: list[int], lengths: np.ndarray, token_ids: np.ndarray) -> set[Hashable]:
         """Accept the new tokens of these rows; the sequences of rows that do not extend them."""
         if not rows:
             return set()
@@ -175,11 +184,13 @@ class NgramProposer:
         return {seq_id for seq_id, bad in zip(ids, mismatch, strict=True) if bad}
 
 
-def _claim(by_prefix, row):
+def _claim(
+    by_prefix: dict[bytes, list[tuple[Hashable, np.ndarray]]], row: np.ndarray
+) -> Hashable | None:
     """Take from ``by_prefix`` a sequence that ``row`` extends; its id, or None."""
     for k in range(min(PREFIX, len(row)) + 1):
-        candidates = by_prefix.get(row[:k].tobytes())
-        for j, (seq_id, tokens) in enumerate(candidates or ()):
+        candidates = by_prefix.get(row[:k].tobytes(), [])
+        for j, (seq_id, tokens) in enumerate(candidates):
             if len(tokens) == k or (
                 len(tokens) <= len(row) and np.array_equal(tokens, row[: len(tokens)])
             ):

@@ -1,4 +1,4 @@
-"""Scanning llama.cpp lookup cache files (records of int32, see SPEC.md)."""
+"""Scanning llama.cpp lookup cache files (records of int32, docs/format.md)."""
 
 import numpy as np
 from numba import njit
@@ -33,7 +33,7 @@ def scan_records(data):
             if data[p + j] < -1 or (pad and data[p + j] != -1):
                 return starts[:k], BAD_NGRAM, p + j
             pad = pad or data[p + j] == -1
-        m = np.int64(data[p + 4])
+        m = data[p + 4]
         if m <= 0:
             return starts[:k], BAD_NTOKENS, p + 4
         if p + 5 + 2 * m > n:

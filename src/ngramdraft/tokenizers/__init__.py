@@ -14,7 +14,7 @@ import difflib
 import os
 import re
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 import numpy as np
 import xxhash
@@ -56,8 +56,8 @@ def identity_of(tokenizer: object) -> dict[str, Any]:
     if isinstance(tokenizer, dict):
         return tokenizer
     if isinstance(tokenizer, str | os.PathLike):
-        tokenizer = load_tokenizer(str(tokenizer))
-    return identity(tokenizer)
+        return identity(load_tokenizer(str(tokenizer)))
+    return identity(cast(Tokenizer, tokenizer))
 
 
 def same_tokenizer(recorded: dict[str, Any], tokenizer: object) -> bool:

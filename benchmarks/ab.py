@@ -1,0 +1,180 @@
+"""Two checkouts side by side: replay, one Drafter and a BatchDrafter, in fresh processes.
+
+    python benchmarks/ab.py --before ../base/src --after src [--rounds 5] [--quick]
+
+Each round runs every (variant, probe) pair in a process of its own, the
+variants' order alternating from round to round, so that both see the same
+hours of a shared machine. The probes use only the public API, which both
+checkouts must have:
+
+* ``replay``: lookup-stats over the 200k-token held-out Gutenberg stream
+  with the 541 MB corpus's static cache (n_ctx 4096, n_draft 8): us per
+  drafted token (replay's own clock: drafting and context updates);
+* ``drafter``: one Drafter's draft() + accept() of one token, teacher-forced
+  over the same stream: us per call pair;
+* ``batch``: a BatchDrafter of 256 sequences, each a window of the stream:
+  draft(all) and accept(all, one token each) per step: us per sequence-step.
+
+Each process first runs its probe once untimed (kernel loading; a checkout's
+first process compiles). Results: medians and ranges over rounds,
+``benchmarks/results/<stamp>-ab.{json,md}``.
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+PROBES = ("replay", "drafter", "batch")
+BATCH = 256
+
+
+def probe(name, static_path, tokens_path, quick):
+    """One measurement in this process (the checkout on PYTHONPATH): a float."""
+    from ngramdraft import BatchDrafter, Drafter, StaticCache, replay
+
+    stream = np.load(tokens_path)
+    static = StaticCache.open(static_path)
+    static.prefault().done.wait()
+    if name == "replay":
+        n = 20_000 if quick else len(stream)
+        replay(stream[:4200], 4096, 8, static)  # loads the kernels
+        result = replay(stream[:n], 4096, 8, static)
+        return result.t_draft_ms * 1000 / result.n_drafted
+    if name == "drafter":
+        steps = 20_000 if quick else 100_000
+        drafter = Drafter(static=static)
+        tokens = stream.tolist()
+        timed = 0.0
+        done = 0
+        for start in range(0, len(tokens) - 4096, 4096):
+            drafter.start(tokens[start : start + 64])
+            t0 = time.perf_counter()
+            for token in tokens[start + 64 : start + 4096]:
+                drafter.draft()
+                drafter.accept([token])
+            if start:  # the first window loads the kernels
+                timed += time.perf_counter() - t0
+                done += 4096 - 64
+            drafter.finish()
+            if done >= steps:
+                break
+        return 1e6 * timed / done
+    steps = 100 if quick else 400
+    batch = BatchDrafter(static=static, max_seqs=BATCH)
+    ids = list(range(BATCH))
+    offsets = np.linspace(0, len(stream) - steps - 200, BATCH).astype(int)
+    for i, at in enumerate(offsets):
+        batch.add(i, stream[at : at + 64])
+    timed = 0.0
+    for step in range(steps):
+        t0 = time.perf_counter()
+        batch.draft(ids)
+        batch.accept(ids, [[int(stream[at + 64 + step])] for at in offsets])
+        if step >= 10:  # the first steps load the kernels
+            timed += time.perf_counter() - t0
+    return 1e6 * timed / ((steps - 10) * BATCH)
+
+
+def data(quick):
+    """(static cache path, test stream .npy path), built once in benchmarks/.data."""
+    import corpora
+
+    corpora.QUICK = quick
+    size = 5 if quick else 541
+    static = corpora.static_cache(size)[0].path
+    stream_path = corpora.DATA / f"ab-test-{'quick' if quick else 'full'}.npy"
+    if not stream_path.exists():
+        np.save(stream_path, corpora.test_stream(40_000 if quick else 200_000))
+    return static, stream_path
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--before", required=True, help="the first checkout's src folder")
+    p.add_argument("--after", required=True, help="the second checkout's src folder")
+    p.add_argument("--rounds", type=int, default=5)
+    p.add_argument("--quick", action="store_true", help="5 MB static cache, short probes")
+    p.add_argument(
+        "--child", nargs=3, metavar=("PROBE", "STATIC", "TOKENS"), help=argparse.SUPPRESS
+    )
+    args = p.parse_args()
+    if args.child:
+        print(json.dumps(probe(*args.child, args.quick)))
+        return
+    static, tokens = data(args.quick)
+    variants = {
+        "before": str(Path(args.before).resolve()),
+        "after": str(Path(args.after).resolve()),
+    }
+    runs = {(v, name): [] for v in variants for name in PROBES}
+    for r in range(args.rounds + 1):  # round 0 compiles each checkout's kernels: not counted
+        order = list(variants) if r % 2 else list(variants)[::-1]
+        for name in PROBES:
+            for v in order:
+                env = {**os.environ, "PYTHONPATH": variants[v]}
+                cmd = [sys.executable, __file__, "--before", "-", "--after", "-"]
+                cmd += ["--child", name, str(static), str(tokens)] + (
+                    ["--quick"] if args.quick else []
+                )
+                out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
+                value = json.loads(out.stdout.strip().splitlines()[-1])
+                print(f"round {r} {v:<6} {name:<8} {value:.3f}", flush=True)
+                if r:
+                    runs[(v, name)].append(value)
+    rows = []
+    for name in PROBES:
+        b, a = runs[("before", name)], runs[("after", name)]
+        rows.append(
+            {
+                "probe": name,
+                "before": statistics.median(b),
+                "before_range": [min(b), max(b)],
+                "after": statistics.median(a),
+                "after_range": [min(a), max(a)],
+                "after_over_before": statistics.median(a) / statistics.median(b),
+            }
+        )
+    stamp = time.strftime("%Y-%m-%d-%H%M")
+    out = Path(__file__).resolve().parent / ("results" if not args.quick else ".data/results")
+    out.mkdir(parents=True, exist_ok=True)
+    result = {"variants": variants, "rounds": args.rounds, "quick": args.quick, "rows": rows}
+    (out / f"{stamp}-ab.json").write_text(
+        json.dumps({**result, "runs": {f"{v} {n}": x for (v, n), x in runs.items()}}, indent=1)
+    )
+    units = {
+        "replay": "us per drafted token",
+        "drafter": "us per draft()+accept()",
+        "batch": f"us per sequence-step ({BATCH} sequences)",
+    }
+    lines = [
+        f"# A/B: {variants['before']} vs {variants['after']}",
+        "",
+        f"{args.rounds} rounds, each (checkout, probe) a fresh process, interleaved; "
+        "medians with ranges.",
+        "",
+        "| probe | unit | before | after | after / before |",
+        "|---|---|---:|---:|---:|",
+    ]
+    for row in rows:
+        lo_b, hi_b = row["before_range"]
+        lo_a, hi_a = row["after_range"]
+        lines.append(
+            f"| {row['probe']} | {units[row['probe']]} "
+            f"| {row['before']:.3f} ({lo_b:.3f}-{hi_b:.3f}) "
+            f"| {row['after']:.3f} ({lo_a:.3f}-{hi_a:.3f}) | {row['after_over_before']:.2f} |"
+        )
+    (out / f"{stamp}-ab.md").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,8 @@
+"""Building static caches: from corpus sources to one ``.ngd`` file, on one machine or Dask.
+
+``sources`` (what a corpus is: token files, text files, datasets), ``tokenize``
+(text into reusable token files), ``corpus`` (one build's input, checked),
+``counting`` (2-gram triples in bounded memory), ``local`` (the single-machine
+build) and ``distributed`` (the Dask build, byte for byte the same file).
+Files are written by the format's one writer, ``files/ngd.py``.
+"""
