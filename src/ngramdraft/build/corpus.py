@@ -69,9 +69,7 @@ class Corpus:
             meta["tokenizer"] = identity(self.loaded_tokenizer)
         return meta
 
-    def triples(
-        self, token_cache: str | None = None, *, quiet: bool = True
-    ) -> list[TokenTriples]:
+    def triples(self, token_cache: str | None = None, *, quiet: bool = True) -> list[TokenTriples]:
         """The build's triples on this machine (text is tokenized first, or found cached)."""
         tokenizer = self.loaded_tokenizer if self.source.is_text else None
         return [

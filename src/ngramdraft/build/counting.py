@@ -76,7 +76,7 @@ class TokenTriples:
 
 
 class CacheTriples:
-    """The weighted triples of a cache's 2-grams: keys[i] owns tokens/counts[offsets[i]:offsets[i+1]].
+    """A cache's weighted 2-gram triples: keys[i] owns tokens/counts[offsets[i]:offsets[i+1]].
 
     Keys may be of width 2 or 4 and in any order; keys that are not 2-grams
     are ignored. Works on memory maps: only the first-token column and the

@@ -231,7 +231,8 @@ def build(
             client.submit(summary_of, c, key=f"ngramdraft-summary-{run}-{i}")
             for i, c in enumerate(counted)
         ]
-        with Progress("counting", sum(s.size for s in shards), source.unit, quiet=quiet) as progress:
+        total = sum(s.size for s in shards)
+        with Progress("counting", total, source.unit, quiet=quiet) as progress:
             for future in distributed.as_completed(futures):
                 progress.update(future.result().shard.size)
         summaries = client.gather(futures)

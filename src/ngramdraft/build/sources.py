@@ -127,9 +127,7 @@ class TokenFiles:
                 shards.append(Shard(len(shards), part, joins=start > 0, size=stop - start))
         return shards
 
-    def shard_tokens_of(
-        self, shard: Shard, tokenizer: str | None
-    ) -> tuple[np.ndarray, np.ndarray]:
+    def shard_tokens_of(self, shard: Shard, tokenizer: str | None) -> tuple[np.ndarray, np.ndarray]:
         path, start, stop = shard.part
         return TokenFile(path).read(start, stop - start), NO_STARTS
 
@@ -159,9 +157,7 @@ class _Texts(abc.ABC):
         tokens, starts = tokenize(self, tokenizer, cache_dir(token_cache), quiet=quiet)
         return [(tokens, starts)]
 
-    def shard_tokens_of(
-        self, shard: Shard, tokenizer: str | None
-    ) -> tuple[np.ndarray, np.ndarray]:
+    def shard_tokens_of(self, shard: Shard, tokenizer: str | None) -> tuple[np.ndarray, np.ndarray]:
         if tokenizer is None:
             raise InvalidParameterError("text needs --tokenizer NAME")
         ids, starts, n = [np.zeros(0, dtype=np.int32)], [NO_STARTS], 0

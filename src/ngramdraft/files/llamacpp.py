@@ -1,7 +1,7 @@
 """llama.cpp lookup cache files (``-lcs``/``-lcd``, lookup.bin): reading and writing.
 
-Format (docs/format.md, "llama.cpp lookup files"): no header; records until the end of the file, little-endian
-int32: ``ngram[4]`` (padded with -1), ``ntokens`` (> 0), then ntokens pairs
+Format (docs/format.md, "llama.cpp lookup files"): no header; records until the end of the
+file, little-endian int32: ``ngram[4]`` (padded with -1), ``ntokens`` (> 0), then ntokens pairs
 ``token, count`` (count > 0). Record and follower order is arbitrary.
 """
 
