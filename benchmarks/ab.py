@@ -17,7 +17,7 @@ checkouts must have:
 
 Each process first runs its probe once untimed (kernel loading; a checkout's
 first process compiles). Results: medians and ranges over rounds,
-``benchmarks/results/<stamp>-ab.{json,md}``.
+``benchmarks/results/<stamp>[-quick]-ab.{json,md}``.
 """
 
 import argparse
@@ -143,8 +143,8 @@ def main():
                 "after_over_before": statistics.median(a) / statistics.median(b),
             }
         )
-    stamp = time.strftime("%Y-%m-%d-%H%M")
-    out = Path(__file__).resolve().parent / ("results" if not args.quick else ".data/results")
+    stamp = time.strftime("%Y-%m-%d-%H%M") + ("-quick" if args.quick else "")
+    out = Path(__file__).resolve().parent / "results"
     out.mkdir(parents=True, exist_ok=True)
     result = {"variants": variants, "rounds": args.rounds, "quick": args.quick, "rows": rows}
     (out / f"{stamp}-ab.json").write_text(

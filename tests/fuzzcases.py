@@ -14,6 +14,8 @@ overwritten with every checksum recomputed, so that only the structure checks
 and the kernels' guards stand between the damage and the model.
 """
 
+import contextlib
+import os
 import struct
 import sys
 import tempfile
@@ -25,6 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from hostile.mutations import forge, rehash, section
 from ngramdraft import Drafter, NgramCache, NgramdraftError, StaticCache, replay
+from ngramdraft.cli import main as cli_main
 from ngramdraft.files.ngd import SECTIONS
 
 KINDS = {"static": "static.ngd", "dynamic": "dynamic.ngd", "lookup": "lookup.bin"}
@@ -93,13 +96,38 @@ class OutOfRange(Exception):
     """A drafted token the file does not allow: the failure the fuzzer exists to find."""
 
 
-def exercise(path, kind, stream):
-    """Open, verify, draft from and replay one file; returns the named errors seen.
+def _cli(*argv):
+    """Run a command in this process; a named error is exit status 1 and one line on stderr."""
+    with open(os.devnull, "w") as sink, contextlib.redirect_stdout(sink):
+        status = cli_main(list(argv))
+    if status == 1:
+        raise CommandFailed(argv[0])
+
+
+class CommandFailed(NgramdraftError):
+    """The command line reported a named error (exit status 1)."""
+
+
+def _checked(tokens, top):
+    if len(tokens) and (tokens.min() < 0 or tokens.max() > top):
+        raise OutOfRange(f"drafted {tokens.tolist()}, max_token {top}")
+
+
+def _drafts(drafter, stream, top):
+    for start in (0, 700, 1600):
+        drafter.start(stream[start : start + 40])
+        for i in range(3):
+            _checked(drafter.draft(), top)
+            drafter.accept(stream[start + 40 + i : start + 41 + i])
+
+
+def exercise(path, kind, stream, out):
+    """Every entry point that takes a cache file, on one file; returns the named errors seen.
 
     Each step runs whatever the one before said (verification failing does
     not stop drafting: a caller who never verifies must be safe too). A
     generic exception propagates; a drafted token outside the file's range
-    raises OutOfRange.
+    raises OutOfRange. ``out`` is a folder for what the copying steps write.
     """
     named = []
 
@@ -115,27 +143,31 @@ def exercise(path, kind, stream):
         step(lambda: cache.verify(deep=True))
         static, dynamic = cache, None
     else:
-        cache = NgramCache.load(path)
+        cache = NgramCache.load(path)  # the lookup kind's `convert` reads it so too
         top = cache.max_token
         step(cache.verify)
         static, dynamic = None, cache
 
     top = max(top, int(stream.max()))  # the context drafts the stream's own tokens too
-
-    def draft():
-        drafter = Drafter(
-            static=static, dynamic=NgramCache.from_cache(dynamic) if dynamic else None
-        )
-        for start in (0, 700, 1600):
-            drafter.start(stream[start : start + 40])
-            for i in range(3):
-                tokens = drafter.draft()
-                if len(tokens) and (tokens.min() < 0 or tokens.max() > top):
-                    raise OutOfRange(f"drafted {tokens.tolist()}, max_token {top}")
-                drafter.accept(stream[start + 40 + i : start + 41 + i])
-
-    step(draft)
+    copy = lambda: NgramCache.from_cache(dynamic) if dynamic else None  # noqa: E731
+    step(lambda: _drafts(Drafter(static=static, dynamic=copy()), stream, top))
     step(lambda: replay(stream[:600], 128, 8, static=static, dynamic=dynamic))
+    # The paths that copy or convert the whole cache.
+    step(lambda: _drafts(Drafter(dynamic=cache), stream, top))  # a cache in the dynamic role
+    step(lambda: _drafts(Drafter(static=path), stream, top))  # a path in the static role
+    step(lambda: NgramCache.from_cache(cache))
+    step(lambda: StaticCache.from_cache(cache, out / "frozen.ngd"))
+    step(lambda: cache.save(out / "lookup.bin", "llamacpp"))
+    step(lambda: _cli("inspect", str(path), "--verify"))
+    step(lambda: _cli("inspect", str(path), "--json"))
+    if kind == "static":
+        step(lambda: StaticCache.merge([cache, path], out / "merged.ngd"))
+        step(lambda: _cli("convert", str(path), "--to-llamacpp", "-o", str(out / "c.bin")))
+    else:
+        step(lambda: _cli("merge-dynamic", str(path), str(path), "-o", str(out / "m.ngd")))
+        step(lambda: _cli("merge-dynamic", str(path), "-o", str(out / "m.bin")))
+    if kind == "lookup":
+        step(lambda: _cli("convert", str(path), "-o", str(out / "c.ngd")))
     return named
 
 
@@ -150,7 +182,7 @@ def main():
             path = Path(tmp) / f"case{suffix}"
             path.write_bytes(mutate(raw, kind, case))
             try:
-                named = exercise(path, kind, stream)
+                named = exercise(path, kind, stream, Path(tmp))
                 outcome = f"named:{named[0]}" if named else "ok"
             except NgramdraftError as e:
                 outcome = f"named:{type(e).__name__}"

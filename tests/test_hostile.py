@@ -1,10 +1,12 @@
 """Hostile files (tests/hostile, made by generate.py): named errors, never a crash."""
 
+import struct
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from hostile.mutations import rehash
 from ngramdraft import (
     ChecksumError,
     CorruptFileError,
@@ -121,3 +123,19 @@ def test_lying_offsets_are_caught_without_crashing():
     tokens = np.array([a, b, c] * 3 + [a, b, d] + [a, b, c] * 30, dtype=np.int32)
     with pytest.raises(CorruptFileError, match="damaged"):
         replay(tokens, 64, 4, static=cache)
+
+
+def test_merging_sources_that_claim_too_many_tokens(tmp_path):
+    """A header's source-token count is never bounded on open; a merge adds them up.
+
+    Two copies of a file claiming 2**63 tokens each overflowed the header's
+    field: struct.error, a generic exception, from ``merge-static``.
+    """
+    path = tmp_path / "claims.ngd"
+    StaticCache.build(np.arange(200, dtype=np.int32) % 17, path)
+    raw = bytearray(path.read_bytes())
+    struct.pack_into("<Q", raw, 80, 1 << 63)  # n_source_tokens (docs/format.md)
+    path.write_bytes(rehash(raw))
+    with pytest.raises(CorruptFileError, match="claim 18446744073709551616 tokens"):
+        StaticCache.merge([path, path], tmp_path / "merged.ngd")
+    assert not (tmp_path / "merged.ngd").exists()

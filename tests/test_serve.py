@@ -4,11 +4,18 @@ Started as a user would (a child process on 127.0.0.1) and asked over real
 HTTP; its greedy completions must equal the engine's own without drafting.
 """
 
+import http.client
 import json
+import os
+import random
+import re
+import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
+import urllib.error
 import urllib.request
 
 import pytest
@@ -17,6 +24,7 @@ pytest.importorskip("llama_cpp")
 pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 
+from ngramdraft import NgramCache
 from ngramdraft.integrations.llama_cpp import load_llama
 
 PROMPTS = ["the old man and the sea, and the man who was old", "a good book of the sea"]
@@ -28,50 +36,76 @@ def _free_port():
         return s.getsockname()[1]
 
 
-def _post(port, path, body, timeout=60):
-    request = urllib.request.Request(
-        f"http://127.0.0.1:{port}{path}",
-        data=json.dumps(body).encode(),
-        headers={"Content-Type": "application/json"},
-    )
+def _post(port, path, body, timeout=60, key=None):
+    data = body if isinstance(body, bytes) else json.dumps(body).encode()
+    headers = {"Content-Type": "application/json"}
+    if key is not None:
+        headers["Authorization"] = f"Bearer {key}"
+    request = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=data, headers=headers)
     with urllib.request.urlopen(request, timeout=timeout) as response:
         return json.loads(response.read())
 
 
-@pytest.fixture
-def server(tiny_gguf, tmp_path):
+def _status(port, path, body=None, key=None):
+    """(HTTP status, JSON body) of a request that may fail."""
+    try:
+        if body is None:
+            headers = {"Authorization": f"Bearer {key}"} if key else {}
+            request = urllib.request.Request(f"http://127.0.0.1:{port}{path}", headers=headers)
+            with urllib.request.urlopen(request, timeout=60) as response:
+                raw = response.read()
+                return response.status, json.loads(raw) if path != "/metrics" else raw.decode()
+        return 200, _post(port, path, body, key=key)
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read() or b"null")
+
+
+def _start(tiny_gguf, tmp_path, *extra, env=None):
+    """A `ngramdraft serve` child answering on a free loopback port: (process, port, dynamic)."""
     port = _free_port()
     dynamic = tmp_path / "seen.ngd"
+    command = [sys.executable, "-m", "ngramdraft", "serve", str(tiny_gguf), "--dynamic",
+               str(dynamic), "--port", str(port), "-c", "2048", *extra]  # fmt: skip
+    # Output to a file, not a pipe: a pipe nobody reads fills, and the server blocks on it.
+    log = open(tmp_path / "server.log", "w+b")  # noqa: SIM115 (closed by _stop)
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "ngramdraft",
-            "serve",
-            str(tiny_gguf),
-            "--dynamic",
-            str(dynamic),
-            "--port",
-            str(port),
-            "-c",
-            "2048",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
+        command, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})}
     )
+    proc.log = log
     deadline = time.monotonic() + 120
     while True:
         try:
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=2):
                 break
+        except urllib.error.HTTPError:  # 401: up, and wanting a key
+            break
         except OSError:
             if proc.poll() is not None or time.monotonic() > deadline:
                 proc.kill()
-                pytest.fail(f"server did not start:\n{proc.stdout.read().decode()}")
+                pytest.fail(f"server did not start:\n{_output(proc)}")
             time.sleep(0.2)
+    return proc, port, dynamic
+
+
+def _output(proc):
+    proc.log.seek(0)
+    return proc.log.read().decode(errors="replace")
+
+
+def _stop(proc):
+    """SIGTERM, as a service manager stops a server; returns its exit status and output."""
+    proc.send_signal(signal.SIGTERM)
+    proc.wait(timeout=60)
+    out = _output(proc)
+    proc.log.close()
+    return proc.returncode, out
+
+
+@pytest.fixture
+def server(tiny_gguf, tmp_path):
+    proc, port, dynamic = _start(tiny_gguf, tmp_path, "--save-every", "0")
     yield port, dynamic
-    proc.terminate()
-    proc.wait(timeout=30)
+    _stop(proc)
 
 
 def test_completions_over_http_equal_greedy_output(server, tiny_gguf):
@@ -84,3 +118,142 @@ def test_completions_over_http_equal_greedy_output(server, tiny_gguf):
         assert got["choices"][0]["text"] == want["choices"][0]["text"]
         assert got["usage"]["completion_tokens"] == want["usage"]["completion_tokens"] > 100
     assert dynamic.exists()  # the second prompt finished the first sequence, saved
+
+
+def test_malformed_requests_get_4xx_with_an_openai_error_and_the_server_goes_on(server):
+    port, _ = server
+    completions, chat = "/v1/completions", "/v1/chat/completions"
+    for path, body, status, words in [
+        (completions, b"{not json", 400, "not JSON"),
+        (completions, b"[1, 2]", 400, "JSON object"),
+        (completions, {"prompt": "the sea", "max_tokens": -5}, 422, "max_tokens"),
+        (completions, {"prompt": "the sea", "temperature": "hot"}, 422, "temperature"),
+        (chat, {"messages": "not a list"}, 422, "messages"),
+    ]:
+        got, answer = _status(port, path, body)
+        assert got == status, (body, answer)
+        assert answer["error"]["type"] == "invalid_request_error" and words in json.dumps(answer)
+    got, answer = _status(port, "/v1/completions", {"prompt": "the sea", "max_tokens": 4})
+    assert got == 200 and answer["usage"]["completion_tokens"] == 4
+
+
+def test_an_api_key_guards_every_route_and_a_bad_body_without_it_gets_401(tiny_gguf, tmp_path):
+    proc, port, _ = _start(tiny_gguf, tmp_path, env={"NGRAMDRAFT_API_KEY": "s3cret"})
+    try:
+        body = {"prompt": "the old man", "max_tokens": 3}
+        assert _status(port, "/v1/completions", body)[0] == 401
+        assert _status(port, "/v1/completions", body, key="wrong")[0] == 401
+        assert _status(port, "/v1/completions", b"{not json")[0] == 401
+        assert _status(port, "/metrics")[0] == 401
+        assert _status(port, "/v1/completions", body, key="s3cret")[0] == 200
+        assert _status(port, "/v1/completions", b"{not json", key="s3cret")[0] == 400
+        assert _status(port, "/ngramdraft/stats", key="s3cret")[0] == 200
+    finally:
+        _stop(proc)
+
+
+def test_listening_beyond_loopback_without_a_key_is_said_at_start(tiny_gguf, tmp_path):
+    proc, _, _ = _start(tiny_gguf, tmp_path, "--host", "0.0.0.0")
+    _, out = _stop(proc)
+    assert "ngramdraft: warning: serving on 0.0.0.0" in out and "--api-key" in out
+
+
+def test_stats_count_drafts_since_start_at_metrics_and_in_the_log(tiny_gguf, tmp_path):
+    proc, port, _ = _start(tiny_gguf, tmp_path)
+    prompt = "the old man and the sea, and the man who was old"
+    for _ in range(2):
+        _post(port, "/v1/completions", {"prompt": prompt, "max_tokens": 120, "temperature": 0})
+    _, stats = _status(port, "/ngramdraft/stats")
+    assert stats["passes"] > 0 and 0 < stats["accepted_tokens"] <= stats["drafted_tokens"]
+    assert stats["tokens_per_pass"] == pytest.approx(
+        (stats["passes"] + stats["accepted_tokens"]) / stats["passes"], abs=1e-3
+    )
+    _, metrics = _status(port, "/metrics")
+    drafted = re.search(r"^ngramdraft_drafted_tokens_total (\d+)$", metrics, re.M)
+    assert drafted and int(drafted.group(1)) == stats["drafted_tokens"]
+    _, out = _stop(proc)
+    assert out.count("ngramdraft: since start:") == 2
+
+
+def test_sigterm_saves_every_pending_count_and_exits_cleanly(tiny_gguf, tmp_path):
+    proc, port, dynamic = _start(tiny_gguf, tmp_path, "--save-every", "3600")
+    prompts = ["one two three four five six seven", "eight nine ten eleven twelve"]
+    tokens = [_post(port, "/extras/tokenize", {"input": p})["tokens"] for p in prompts]
+    for p in prompts:
+        _post(port, "/v1/completions", {"prompt": p, "max_tokens": 8, "temperature": 0})
+    assert not dynamic.exists()  # an hour between saves: everything is pending
+    status, out = _stop(proc)
+    # uvicorn shuts down, then raises SIGTERM again so that a supervisor sees it.
+    assert status in (0, -signal.SIGTERM) and "Traceback" not in out, out
+    saved = NgramCache.load(dynamic)
+    for t in tokens:  # both sequences: the one the second ended, and the one shutdown ended
+        assert t[4] in saved.followers(tuple(t[:4]))[0].tolist()
+
+
+def _rss(pid):
+    with open(f"/proc/{pid}/status") as f:
+        return next(int(line.split()[1]) << 10 for line in f if line.startswith("VmRSS:"))
+
+
+def test_load_with_streams_and_cancellations_keeps_serving_and_loses_nothing(tiny_gguf, tmp_path):
+    """Eight clients for a bounded time: mixed lengths, a third streamed, half of those dropped
+    mid-stream. Every request completes or gets a clean error, memory stays bounded, and after
+    SIGTERM the dynamic file holds every completed request's n-grams."""
+    proc, port, dynamic = _start(tiny_gguf, tmp_path, "--save-every", "2")
+    outcomes, finished, lock = [], [], threading.Lock()
+    stop = time.monotonic() + 25
+    rss = []
+
+    def client(seed):
+        rng = random.Random(seed)
+        n = 0
+        while time.monotonic() < stop:
+            n += 1
+            prompt = f"client {seed} request {n} " + " ".join(
+                rng.choice(["sea", "old", "man", "boat", "fish", "sun"]) for _ in range(12)
+            )
+            body = {"prompt": prompt, "max_tokens": rng.randint(1, 48), "temperature": 0}
+            stream = rng.random() < 1 / 3
+            cancel = stream and rng.random() < 0.5
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+            try:
+                conn.request("POST", "/v1/completions", json.dumps({**body, "stream": stream}),
+                             {"Content-Type": "application/json"})  # fmt: skip
+                response = conn.getresponse()
+                if cancel:
+                    response.read1(64)  # the first bytes, then the client goes away
+                    outcome = "cancelled"
+                else:
+                    raw = response.read()
+                    done = response.status == 200 and (stream or json.loads(raw)["choices"])
+                    outcome = "ok" if done else f"status {response.status}: {raw[:200]}"
+                    if done and not stream:
+                        with lock:
+                            finished.append(prompt)
+            except (OSError, http.client.HTTPException) as e:
+                outcome = f"client error {e!r}"
+            finally:
+                conn.close()
+            with lock:
+                outcomes.append(outcome)
+
+    threads = [threading.Thread(target=client, args=(s,)) for s in range(8)]
+    for t in threads:
+        t.start()
+    while any(t.is_alive() for t in threads):
+        rss.append(_rss(proc.pid))
+        time.sleep(1)
+    for t in threads:
+        t.join()
+    assert _status(port, "/v1/models")[0] == 200  # still answering
+    bad = [o for o in outcomes if o not in ("ok", "cancelled")]
+    assert not bad and outcomes.count("ok") > 20, (bad[:5], len(outcomes))
+    half = len(rss) // 2
+    assert max(rss[half:]) < max(rss[:half]) + (64 << 20), "memory grew under load"
+    tokens = [_post(port, "/extras/tokenize", {"input": p})["tokens"] for p in finished]
+    status, out = _stop(proc)
+    assert status in (0, -signal.SIGTERM) and "Traceback" not in out, out[-2000:]
+    saved = NgramCache.load(dynamic)
+    # Each prompt ends in words drawn at random: its last 5-gram is its own.
+    missing = [t for t in tokens if t[-1] not in saved.followers(tuple(t[-5:-1]))[0].tolist()]
+    assert not missing, f"{len(missing)} of {len(tokens)} finished requests not in the file"

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from ngramdraft import Drafter, InvalidParameterError, NgramCache
-from ngramdraft.errors import LockTimeoutError
+from ngramdraft.errors import LockTimeoutError, UnsavedCountsWarning
 from ngramdraft.files.atomic import locked
 
 WRITER = """
@@ -65,11 +65,15 @@ def test_a_lock_not_taken_in_time_is_named_and_loses_nothing(tmp_path):
     path = tmp_path / "shared.ngd"
     drafter = Drafter(dynamic=path, lock_timeout=0.2)
     drafter.start([1, 2, 3])
-    with locked(path, 1.0), pytest.raises(LockTimeoutError, match="lock"):
-        drafter.finish()
+    with locked(path, 1.0), pytest.warns(UnsavedCountsWarning, match="lock"):
+        drafter.finish()  # a server's finish goes on; the counts wait
     assert not path.exists()
+    drafter.start([7, 8, 9])
+    with locked(path, 1.0), pytest.raises(LockTimeoutError, match="lock"):
+        drafter.flush()  # asked for, a save that cannot happen is an error
+    drafter.finish()
     drafter.start([4, 5, 6])
-    drafter.finish()  # the pending counts of the first sequence go with this save
+    drafter.finish()  # the pending counts of the first sequences go with this save
     cache = NgramCache.load(path)
     assert cache.followers((1, 2))[0].tolist() == [3] and cache.followers((4, 5))[0].tolist() == [6]
 

@@ -81,6 +81,10 @@ class LockTimeoutError(NgramdraftError):
     """A shared file's lock could not be taken in time; nothing was written."""
 
 
+class DiskFullError(NgramdraftError, OSError):
+    """A write ran out of space (or quota); the old file is intact and nothing was left behind."""
+
+
 class InternalError(NgramdraftError):
     """An invariant of ngramdraft's own broke: a bug, to be reported with the message."""
 
@@ -95,3 +99,8 @@ class EmptyCacheWarning(NgramdraftWarning):
 
 class ShortStreamWarning(NgramdraftWarning):
     """A replayed stream too short to hold one chunk: nothing was measured."""
+
+
+class UnsavedCountsWarning(NgramdraftWarning):
+    """A dynamic file that cannot be written now (read-only, full, damaged, locked): drafting
+    goes on from what was read, and the counts wait in memory for a save that can succeed."""

@@ -18,7 +18,7 @@ from typing import Any, Protocol
 import numpy as np
 import xxhash
 
-from ..files.atomic import atomic_output
+from ..files.atomic import atomic_output, write_array
 from ..files.tokens import TokenFile
 from ..progress import Progress
 from ..tokenizers import Tokenizer, identity
@@ -61,7 +61,7 @@ def tokenize(
     t0 = time.perf_counter()
     with atomic_output(tokens_path) as out, Progress("tokenizing", quiet=quiet) as progress:
         for ids, doc_starts in encode(source.batches(progress), tokenizer):
-            ids.astype("<i4").tofile(out)
+            write_array(out, ids.astype("<i4"))
             starts.extend((n + doc_starts).tolist())
             n += len(ids)
     np.save(starts_path, np.asarray(starts, dtype=np.int64))

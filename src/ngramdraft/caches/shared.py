@@ -16,10 +16,11 @@ only while its table changes, so drafts go on while a save writes the file.
 import os
 import threading
 import time
+import warnings
 from pathlib import Path
 
-from ..errors import WrongFileKindError
-from ..files.atomic import locked
+from ..errors import NgramdraftError, UnsavedCountsWarning, WrongFileKindError
+from ..files.atomic import locked, remove_abandoned
 from ..files.kinds import file_format, file_kind
 from .base import Cache
 from .ngram import NgramCache, as_mutable
@@ -43,15 +44,25 @@ def format_for(path: str | os.PathLike[str]) -> str:
 class SharedDynamicFile:
     """``cache`` (an NgramCache) backed by ``path``, which other writers may share.
 
-    ``add(cache)`` merges a finished sequence's n-grams and saves; a save that
-    cannot take the lock within ``lock_timeout`` seconds raises
-    LockTimeoutError and keeps its counts pending for the next save.
-    ``max_ngrams`` budgets the cache, and so the file (NgramCache's rule).
-    ``save_every`` spaces the saves: an ``add`` saves only if that many
-    seconds have passed since the last save (0: every add, the default), and
-    ``save()`` writes what is pending now. A server with a large file sets
-    it, so as not to rewrite the file for every request, and saves on the
-    way out: what is pending at a crash is lost to the file.
+    ``add(cache)`` merges a finished sequence's n-grams and saves; ``save()``
+    writes what is pending now. ``max_ngrams`` budgets the cache, and so the
+    file (NgramCache's rule). ``save_every`` spaces the saves: an ``add``
+    saves only if that many seconds have passed since the last save (0: every
+    add, the default). A server with a large file sets it, so as not to
+    rewrite the file for every request, and saves on the way out: what is
+    pending at a crash is lost to the file.
+
+    What goes wrong with the file never stops drafting. Opening reads the
+    file without its lock (writers replace it atomically, so a reader sees a
+    whole file) and creates nothing. A user who may read the file but not
+    write its folder drafts from it and is told once, by an
+    UnsavedCountsWarning, that nothing will be saved. A save that ``add``
+    starts and that fails (the lock not taken within ``lock_timeout``
+    seconds, a full disk, the file replaced by one that cannot be read)
+    warns once and keeps its counts pending for the next save; ``save()``
+    raises the named error instead. A file deleted under the writer is
+    written again from the in-memory cache, which holds everything this
+    writer read or added.
     """
 
     def __init__(
@@ -65,33 +76,49 @@ class SharedDynamicFile:
         self.path = Path(path)
         self.lock_timeout = lock_timeout
         self.save_every = save_every
-        with locked(self.path, lock_timeout):
-            self._seen = _state(self.path)
-            exists = self._seen is not None
-            self.format = file_format(self.path) if exists else format_for(self.path)
-            self.cache = as_mutable(self.path, max_ngrams=max_ngrams)
-        self.pending = NgramCache()
+        remove_abandoned(self.path)  # what a writer killed mid-save left
+        # The state is taken before the read: if another writer replaces the
+        # file in between, the first save sees a change and merges, never
+        # overwriting what it did not read.
+        self._seen = _state(self.path)
+        self.format = file_format(self.path) if self._seen else format_for(self.path)
+        self.cache = as_mutable(self.path, max_ngrams=max_ngrams)
+        self.read_only = not os.access(self.path.parent, os.W_OK)
+        self.pending = NgramCache(max_ngrams=max_ngrams)
         self._writing = threading.Lock()
         self._saved_at = time.monotonic()
+        self._warned: set[type[BaseException]] = set()
+        if self.read_only:
+            self._warn(
+                f"{self.path}: its folder is not writable by this user: drafting from "
+                "what it holds, and nothing will be saved",
+                PermissionError,
+            )
 
     def add(self, cache: Cache) -> None:
         """Merge ``cache`` (a finished sequence's context) in, and save (see ``save_every``)."""
         with self._writing:
             self.cache.merge(cache)
+            if self.read_only:
+                return
             self.pending.merge(cache)
-            if time.monotonic() - self._saved_at >= self.save_every:
+            if time.monotonic() - self._saved_at < self.save_every:
+                return
+            try:
                 self._save()
+            except (NgramdraftError, OSError) as e:
+                self._warn(f"{e} (its counts wait for the next save)", type(e))
 
     def save(self) -> None:
-        """Write what is pending now (nothing to write: no save)."""
+        """Write what is pending now (nothing to write: no save); raises what stops it."""
         with self._writing:
-            if len(self.pending):
+            if len(self.pending) and not self.read_only:
                 self._save()
 
     def _save(self) -> None:
         with locked(self.path, self.lock_timeout):
             now = _state(self.path)
-            if now != self._seen:  # another writer saved: build on its file
+            if now is not None and now != self._seen:  # another writer saved: build on it
                 current = as_mutable(self.path, max_ngrams=self.cache.max_ngrams)
                 current.merge(self.pending)
                 self.cache.table = current.table  # the same object: drafters hold it
@@ -99,6 +126,12 @@ class SharedDynamicFile:
             self._seen = _state(self.path)
             self.pending.clear()
             self._saved_at = time.monotonic()
+            self._warned.clear()
+
+    def _warn(self, message: str, kind: type[BaseException]) -> None:
+        if kind not in self._warned:
+            self._warned.add(kind)
+            warnings.warn(message, UnsavedCountsWarning, stacklevel=4)
 
 
 def dynamic_role(

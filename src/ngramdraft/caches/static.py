@@ -2,7 +2,6 @@
 
 import mmap
 import os
-import shutil
 import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -66,6 +65,7 @@ class StaticCache(Cache):
         self.meta = meta
         self.path = Path(str(path))
         self._warmup: Warmup | None = None
+        self._arrays_checked = False
         self.frozen = frozen_view(mm, header, path)
         self.handle = frozen_handle(self.frozen)
 
@@ -253,12 +253,26 @@ class StaticCache(Cache):
         return self.header.max_token
 
     def arrays(self) -> Arrays:
+        """The file's arrays, checked: every path that copies or converts the cache reads here.
+
+        Opening checks no array, so that it stays one page read; drafting bounds
+        every span it reads. A copy hands every offset to numpy and the build
+        kernels, so the first call checks the checksums and the arrays' structure
+        (the copy reads the whole file anyway) and raises a named error on damage.
+        """
+        if not self._arrays_checked:
+            self.verify()
+            self._check_arrays()
+            self._arrays_checked = True
         f = self.frozen
         return f.keys, f.offsets, f.tokens, f.counts
 
     def _save_native(self, path: str | os.PathLike[str]) -> None:
-        with atomic_output(path) as out, open(self.path, "rb") as src:
-            shutil.copyfileobj(src, out, 8 << 20)
+        # From the mapping, not the path: another writer may have replaced the file since.
+        mm = self._mapping()
+        with atomic_output(path, len(mm)) as out:
+            for start in range(0, len(mm), 8 << 20):
+                out.write(mm[start : start + (8 << 20)])
 
     # -- integrity -------------------------------------------------------------
 
@@ -271,14 +285,30 @@ class StaticCache(Cache):
         if deep:
             self._check()
 
-    def _check(self) -> None:
-        """Verify every invariant of the file's contents; raises CorruptFileError."""
+    def _check_arrays(self) -> None:
+        """The invariants a copy relies on: spans, ids in range, keys ascending, counts."""
         f = self.frozen
         check_cache_arrays(f.keys, f.offsets, f.tokens, f.counts, where=str(self.path))
         keys = f.keys.astype(np.int64)
         packed = (keys[:, 0] << 32) | keys[:, 1]
         if len(packed) > 1 and np.any(np.diff(packed) <= 0):
             raise CorruptFileError(f"{self.path}: 2-gram keys are not strictly ascending")
+        top = max(int(f.keys.max(initial=-1)), int(f.tokens.max(initial=-1)))
+        if top != self.header.max_token:
+            raise CorruptFileError(
+                f"{self.path}: max_token is {self.header.max_token}, data has {top}"
+            )
+        tok = self.meta.get("tokenizer")
+        n_vocab = tok.get("n_vocab") if isinstance(tok, dict) else None
+        if isinstance(n_vocab, int) and top >= n_vocab:
+            raise CorruptFileError(
+                f"{self.path}: holds id {top}, but its tokenizer has {n_vocab} ids"
+            )
+
+    def _check(self) -> None:
+        """Verify every invariant of the file's contents; raises CorruptFileError."""
+        self._check_arrays()
+        f = self.frozen
         if not np.array_equal(span_stats(f.offsets, f.tokens, f.counts), f.stats):
             raise CorruptFileError(f"{self.path}: per-2-gram statistics disagree with the counts")
         if int(f.counts.max(initial=0)) != self.header.max_count:
@@ -292,11 +322,6 @@ class StaticCache(Cache):
         if len(self) and not np.array_equal(fuse, f.fuse):
             raise CorruptFileError(
                 f"{self.path}: constmap does not map every key to its index and draft flag"
-            )
-        top = max(int(f.keys.max(initial=-1)), int(f.tokens.max(initial=-1)))
-        if top != self.header.max_token:
-            raise CorruptFileError(
-                f"{self.path}: max_token is {self.header.max_token}, data has {top}"
             )
 
     # -- metadata ----------------------------------------------------------
@@ -345,16 +370,26 @@ class StaticCache(Cache):
         self.close()
 
 
-def as_static(cache: "Cache | str | os.PathLike[str]", *, verify: bool = False) -> StaticCache:
-    """A StaticCache for the static role: the cache itself, an opened path, or a frozen copy."""
+def as_static(
+    cache: "Cache | str | os.PathLike[str]", *, verify: bool = False, tokenizer: object = None
+) -> StaticCache:
+    """A StaticCache for the static role: the cache itself, an opened path, or a frozen copy.
+
+    With ``tokenizer``, a cache that records another tokenizer is refused.
+    """
     if isinstance(cache, StaticCache):
         if verify:
             cache.verify()
-        return cache
-    if isinstance(cache, Cache):
-        return StaticCache.from_cache(cache)
-    if isinstance(cache, str | os.PathLike):
+        static = cache
+    elif isinstance(cache, Cache):
+        static = StaticCache.from_cache(cache)
+    elif isinstance(cache, str | os.PathLike):
         if file_format(cache) == "llamacpp":
-            return StaticCache.from_llamacpp(cache)
-        return StaticCache.open(cache, verify=verify)
-    raise InvalidParameterError(f"expected a cache or a path, got {type(cache).__name__}")
+            static = StaticCache.from_llamacpp(cache)
+        else:
+            static = StaticCache.open(cache, verify=verify)
+    else:
+        raise InvalidParameterError(f"expected a cache or a path, got {type(cache).__name__}")
+    if tokenizer is not None:
+        static.check_tokenizer(tokenizer)
+    return static

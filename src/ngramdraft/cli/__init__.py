@@ -88,7 +88,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"ngramdraft: error: {e}", file=sys.stderr)
         return 1
     except OSError as e:
-        print(f"ngramdraft: error: {e.filename or ''}: {e.strerror or e}", file=sys.stderr)
+        where = f"{e.filename}: " if e.filename else ""
+        print(f"ngramdraft: error: {where}{e.strerror or e}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
         print("ngramdraft: interrupted", file=sys.stderr)

@@ -2,6 +2,7 @@
 
 import argparse
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -55,12 +56,29 @@ def register(sub: Any) -> None:
         "OpenAI-compatible server (llama-cpp-python's) drafting with ngramdraft",
         "Serve a GGUF model over llama-cpp-python's OpenAI-compatible API (/v1/completions, "
         "/v1/chat/completions), drafting with ngramdraft; one request at a time, one shared "
-        "dynamic cache.",
-        ["ngramdraft serve model.gguf --static wiki.ngd --dynamic seen.ngd --port 8000"],
+        "dynamic cache. Drafting figures since start: GET /metrics (Prometheus) and "
+        "/ngramdraft/stats (JSON). SIGTERM or Ctrl-C saves every pending count and exits.",
+        [
+            "ngramdraft serve model.gguf --static wiki.ngd --dynamic seen.ngd --port 8000",
+            "NGRAMDRAFT_API_KEY=secret ngramdraft serve model.gguf --host 0.0.0.0",
+        ],
     )
     _add_model_arguments(s)
     s.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
     s.add_argument("--port", type=positive, default=8000, help="port (default: 8000)")
+    s.add_argument(
+        "--api-key",
+        default=os.environ.get("NGRAMDRAFT_API_KEY") or None,
+        metavar="KEY",
+        help="clients must send 'Authorization: Bearer KEY' (default: $NGRAMDRAFT_API_KEY)",
+    )
+    s.add_argument(
+        "--save-every",
+        type=float,
+        default=30.0,
+        metavar="SECONDS",
+        help="seconds between saves of --dynamic (default: 30; 0 saves after every request)",
+    )
     s.set_defaults(run=serve_command)
 
 
@@ -82,13 +100,19 @@ def _add_model_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _draft_model(args: argparse.Namespace, policy: Policy | None = None) -> Any:
+def _draft_model(
+    args: argparse.Namespace, policy: Policy | None = None, save_every: float = 0.0
+) -> Any:
     from ..integrations.llama_cpp import NgramDraftModel
 
     if policy is None and args.adaptive:
         policy = AdaptiveLength()
     return NgramDraftModel(
-        static=args.static, dynamic=args.dynamic, n_draft=args.n_draft, policy=policy
+        static=args.static,
+        dynamic=args.dynamic,
+        n_draft=args.n_draft,
+        policy=policy,
+        save_every=save_every,
     )
 
 
@@ -158,9 +182,10 @@ def serve_command(args: argparse.Namespace) -> None:
 
     serve(
         args.model,
-        draft_model=_draft_model(args),
+        draft_model=_draft_model(args, save_every=args.save_every),
         host=args.host,
         port=args.port,
+        api_key=args.api_key,
         n_ctx=args.n_ctx,
         **({"n_threads": args.threads} if args.threads else {}),
     )

@@ -12,7 +12,7 @@ from ..build.tokenize import cache_dir, tokenize
 from ..caches.static import as_static
 from ..drafting.replay import replay
 from ..errors import InvalidParameterError
-from ..files.atomic import atomic_output
+from ..files.atomic import atomic_output, write_array
 from ..files.tokens import RAW_SUFFIXES, TokenFile
 from ..tokenizers import load_tokenizer
 from .args import add_cache_arguments, subcommand
@@ -74,7 +74,7 @@ def replay_command(args: argparse.Namespace) -> None:
     result.t_load_ms += t_load
     if args.dump and result.dump is not None:
         with atomic_output(args.dump) as f:
-            result.dump.astype("<i4").tofile(f)
+            write_array(f, result.dump.astype("<i4"))
     summary = result.to_dict()
     if args.json:
         print(json.dumps(summary))

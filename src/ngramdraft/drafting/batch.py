@@ -67,9 +67,7 @@ class BatchDrafter:
         self.max_seqs = check_int(max_seqs, "max_seqs", 1, 1 << 20)
         check_int(n_draft, "n_draft", 1, MAX_DRAFT)
         check_ngram_range(ngram_min, ngram_max)
-        self.static = None if static is None else as_static(static)
-        if self.static is not None and tokenizer is not None:
-            self.static.check_tokenizer(tokenizer)
+        self.static = None if static is None else as_static(static, tokenizer=tokenizer)
         shared, self.dynamic = dynamic_role(
             dynamic, lock_timeout=lock_timeout, max_ngrams=max_dynamic_ngrams, save_every=save_every
         )

@@ -90,9 +90,7 @@ class Drafter:
     ) -> None:
         self.n_draft = check_int(n_draft, "n_draft", 1, MAX_DRAFT)
         self.ngram_min, self.ngram_max = check_ngram_range(ngram_min, ngram_max)
-        self.static = None if static is None else as_static(static)
-        if self.static is not None and tokenizer is not None:
-            self.static.check_tokenizer(tokenizer)
+        self.static = None if static is None else as_static(static, tokenizer=tokenizer)
         self._warmup: Warmup | NoWarmup = (
             NO_WARMUP if self.static is None else self.static.prefault()
         )
@@ -197,14 +195,15 @@ class Drafter:
         if self._policy is not None:  # the drafts pending were made past the new end
             self._forget_drafts()
 
-    def sync(self, sequence: "ArrayLike") -> None:
+    def sync(self, sequence: "ArrayLike") -> bool:
         """Follow an engine that hands over the whole sequence at every step.
 
         If ``sequence`` extends the one this drafter holds, only the new tokens
         are accepted. Anything else (a new prompt, an edited history) finishes
         the current sequence, merging it into the dynamic cache, and starts
         ``sequence``. The known prefix is compared as one memcmp; everything
-        else costs in proportion to the new tokens.
+        else costs in proportion to the new tokens. Returns whether ``sequence``
+        extended the one held (False: it was started anew).
         """
         n = self._n
         if self._started:
@@ -221,9 +220,10 @@ class Drafter:
                         self._append_observed(self._policy, new)
                     else:
                         self._append(new)
-                return
+                return True
             self.finish()
         self.start(sequence)
+        return False
 
     def check_vocabulary(self, n_vocab: int) -> None:
         """Raise VocabularyError if a cache holds token ids that a model of n_vocab ids lacks."""

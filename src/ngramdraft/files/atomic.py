@@ -5,7 +5,9 @@ Temporary files and spool folders live beside their target and are named
 could clean up leaves them, and the next write to the same target removes
 those whose process no longer runs (provably ours, provably abandoned).
 The file written gets the permissions ``open()`` would give it: those of the
-file it replaces, or 0666 less the umask for a new one.
+file it replaces, or 0666 less the umask for a new one. A write that runs out
+of space raises DiskFullError naming the file, the space it needed and the
+space left, after removing what it wrote.
 """
 
 import contextlib
@@ -18,9 +20,11 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import BinaryIO
+from typing import IO, BinaryIO
 
-from ..errors import LockTimeoutError
+import numpy as np
+
+from ..errors import DiskFullError, LockTimeoutError
 
 _TAG = ".ngd-tmp-"
 
@@ -88,29 +92,61 @@ def _umask() -> int:
     return mask
 
 
+_FULL = (errno.ENOSPC, errno.EDQUOT)
+
+
+def write_array(f: IO[bytes], array: np.ndarray) -> None:
+    """Write an array's bytes; unlike ``ndarray.tofile``, a full disk keeps its errno."""
+    if array.size:
+        f.write(np.ascontiguousarray(array).view(np.uint8).reshape(-1).data)
+
+
 @contextlib.contextmanager
-def atomic_output(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
+def disk_full_named(path: str | os.PathLike[str], size: int | None = None) -> Iterator[None]:
+    """Turn a write to ``path`` that runs out of space (or quota) into DiskFullError."""
+    try:
+        yield
+    except OSError as e:
+        if e.errno not in _FULL:
+            raise
+        directory = Path(path).parent
+        try:
+            st = os.statvfs(directory)
+            free = f"{st.f_bavail * st.f_frsize:,} bytes are free"
+        except OSError:
+            free = "its free space is unknown"
+        need = f"the file needs about {size:,} bytes, " if size else ""
+        raise DiskFullError(
+            f"{path}: no space left on the device of {directory} ({need}{free}). The old "
+            "file is intact and nothing was left behind: free space there, or write elsewhere"
+        ) from e
+
+
+@contextlib.contextmanager
+def atomic_output(path: str | os.PathLike[str], size: int | None = None) -> Iterator[BinaryIO]:
     """Yield a binary file opened on a temporary sibling of ``path``.
 
     On success the data is fsynced, given open()'s permissions, renamed over
     ``path`` and the directory fsynced; on any exception the temporary file is
-    removed and ``path`` is left as it was.
+    removed and ``path`` is left as it was. ``size``, the bytes to be written
+    if known, is named when the disk fills.
     """
     path = Path(path)
     directory = output_directory(path)
     remove_abandoned(path)
-    fd, tmp = tempfile.mkstemp(prefix=temporary_prefix(path), suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "w+b") as f:
-            yield f
-            f.flush()
-            os.fchmod(f.fileno(), _mode_for(path))
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
+    with disk_full_named(path, size):
+        fd, tmp = tempfile.mkstemp(prefix=temporary_prefix(path), suffix=".tmp", dir=directory)
+        try:
+            with os.fdopen(fd, "w+b") as f:
+                yield f
+                f.flush()
+                os.fchmod(f.fileno(), _mode_for(path))
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+            raise
     dir_fd = os.open(directory, os.O_RDONLY)
     try:
         os.fsync(dir_fd)

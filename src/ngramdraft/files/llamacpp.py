@@ -11,7 +11,7 @@ import numpy as np
 
 from ..errors import CorruptFileError, TruncatedFileError, WrongFileKindError
 from ..kernels import lookupfile as L
-from .atomic import atomic_output
+from .atomic import atomic_output, write_array
 from .ngd import foreign_message
 
 _PROBLEMS = {
@@ -66,5 +66,5 @@ def write(
     within = np.arange(len(tokens)) - offsets[record]
     words[starts[record] + 5 + 2 * within] = tokens
     words[starts[record] + 6 + 2 * within] = counts
-    with atomic_output(path) as f:
-        words.tofile(f)
+    with atomic_output(path, words.nbytes) as f:
+        write_array(f, words)

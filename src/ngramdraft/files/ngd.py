@@ -54,7 +54,7 @@ from ..kernels.constmap import build as build_fuse
 from ..kernels.constmap import fuse_shape, key_hashes
 from ..kernels.frozen import Frozen, key_values, span_stats
 from ..progress import Progress
-from .atomic import atomic_output, spool_directory
+from .atomic import atomic_output, disk_full_named, spool_directory, write_array
 
 MAGIC = b"NGRMDRFT"
 NATIVE_SUFFIX = ".ngd"
@@ -442,7 +442,8 @@ class NgdWriter:
         }
         for name, array in parts.items():
             if self.spool:
-                np.ascontiguousarray(array).tofile(self._spools[name])
+                with disk_full_named(self.path):
+                    write_array(self._spools[name], array)
             else:
                 self._kept[name].append(array)
         self.n_keys += len(keys)
@@ -472,6 +473,13 @@ class NgdWriter:
         if self.n_keys >= MAX_KEYS:
             raise InvalidParameterError(
                 f"{self.n_keys} distinct n-grams: a cache file holds fewer than {MAX_KEYS}"
+            )
+        if not 0 <= n_source_tokens < 1 << 64:
+            # Merging adds the sources' own counts, which a damaged header can set to anything.
+            raise CorruptFileError(
+                f"{self.path}: the sources claim {n_source_tokens} tokens together, more than a "
+                "file can record: one of them is damaged; check each with "
+                "`ngramdraft inspect --verify`"
             )
         keys = self._whole("keys", np.int32).reshape(-1, KEY_WIDTH[self.kind])
         values = self._whole("values", np.uint32)
@@ -523,7 +531,8 @@ def _write_sections(path: Path, header: Header, sections: dict[str, list[Part]])
     files positioned at their start (streamed in blocks, so spooled data
     never has to fit in memory).
     """
-    with atomic_output(path) as out:
+    size = HEADER_SIZE + sum(_size(p) + ALIGN for parts in sections.values() for p in parts)
+    with atomic_output(path, size) as out:
         out.write(bytes(HEADER_SIZE))
         pos = HEADER_SIZE
         for name in SECTIONS:
@@ -539,6 +548,14 @@ def _write_sections(path: Path, header: Header, sections: dict[str, list[Part]])
             pos += size + pad
         out.seek(0)
         out.write(header.pack())
+
+
+def _size(part: Part) -> int:
+    if isinstance(part, np.ndarray):
+        return part.nbytes
+    if isinstance(part, bytes):
+        return len(part)
+    return os.fstat(part.fileno()).st_size
 
 
 def _blocks(parts: Iterable[Part]) -> Iterator[bytes | memoryview]:

@@ -57,17 +57,31 @@ class NgramDraftModel(_BASE):
 
     A call that extends the previous sequence accepts only the new tokens;
     any other sequence (a new prompt) finishes the previous one into the
-    dynamic cache and starts anew.
+    dynamic cache and starts anew. ``stats`` counts what drafting did since
+    the model was made (what a server reports).
     """
 
     def __init__(
         self, static: Any = None, dynamic: Any = None, n_draft: int = 8, *args: Any, **kwargs: Any
     ) -> None:
         self.drafter = Drafter(static, dynamic, n_draft, *args, **kwargs)
+        self.stats = DraftStats()
+        self._seen = 0  # tokens of the sequence at the last call
+        self._drafted = 0  # tokens that call drafted
 
     def __call__(self, input_ids: Any, /, **kwargs: Any) -> np.ndarray:
-        self.drafter.sync(input_ids)
-        return self.drafter.draft()  # int32 is np.intc on every platform llama.cpp builds for
+        if self.drafter.sync(input_ids):
+            # The host verified the last draft and added what it accepted plus one
+            # token of its own: every token past that one is an accepted draft.
+            new = len(input_ids) - self._seen
+            self.stats.accepted += max(0, min(new - 1, self._drafted))
+        else:
+            self.stats.sequences += 1
+        draft = self.drafter.draft()  # int32 is np.intc on every platform llama.cpp builds for
+        self.stats.passes += 1
+        self.stats.drafted += len(draft)
+        self._seen, self._drafted = len(input_ids), len(draft)
+        return draft
 
     def check_model(self, llama: Any) -> None:
         """Raise if this drafter's caches cannot serve ``llama`` (vocabulary, tokenizer)."""
@@ -80,6 +94,41 @@ class NgramDraftModel(_BASE):
         """End the current sequence: merge it into the dynamic cache (and save that file)."""
         if self.drafter.started:
             self.drafter.finish()
+
+
+@dataclass
+class DraftStats:
+    """What an :class:`NgramDraftModel` did: the figures vLLM's and llama.cpp's servers report.
+
+    ``passes`` counts the forward passes after each prompt's (the host asks
+    for a draft before each); ``accepted`` the drafted tokens the model
+    confirmed, known at the next call (a sequence's last pass is not seen).
+    """
+
+    sequences: int = 0
+    passes: int = 0
+    drafted: int = 0
+    accepted: int = 0
+
+    @property
+    def acceptance(self) -> float:
+        """Share of drafted tokens accepted."""
+        return self.accepted / self.drafted if self.drafted else 0.0
+
+    @property
+    def tokens_per_pass(self) -> float:
+        """Tokens each forward pass produced: its own one plus the accepted drafts."""
+        return (self.passes + self.accepted) / self.passes if self.passes else 0.0
+
+    def as_dict(self) -> dict[str, float]:
+        return {
+            "sequences": self.sequences,
+            "passes": self.passes,
+            "drafted_tokens": self.drafted,
+            "accepted_tokens": self.accepted,
+            "acceptance": round(self.acceptance, 4),
+            "tokens_per_pass": round(self.tokens_per_pass, 4),
+        }
 
 
 def load_llama(
