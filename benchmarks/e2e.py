@@ -95,7 +95,7 @@ _EDITS = {
 
 
 def edit(n):
-    source = (REPO / "src" / "ngramdraft" / "cli.py").read_text()
+    source = (REPO / "src" / "ngramdraft" / "drafting" / "drafter.py").read_text()
     lines, text = source.splitlines(keepends=True), ""
     for line in lines:  # as many whole lines as make about n tokens of output
         if len(_encode(text + line)) > n + 16:
