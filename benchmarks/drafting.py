@@ -1,0 +1,269 @@
+"""Teacher-forced draft quality and cost: llama.cpp's rules, the peers' drafters, the ceiling.
+
+At each step a drafter proposes up to k tokens for the sequence so far; the
+longest prefix equal to the true text is accepted, plus one true token (the
+model's own), and the step is one forward pass. Figures per (workload,
+drafter, k):
+
+* tokens per pass: output tokens over passes (1.00 = no help);
+* drafted per pass and the share of drafted tokens accepted;
+* cost: the drafter's time per output token (drafting and, for stateful
+  drafters, being told what was accepted), in microseconds.
+
+Drafters, each through its own code:
+
+* ``llama.cpp``: ngramdraft's ``Drafter`` (llama.cpp's rules bit for bit),
+  one dynamic cache carried across a workload's requests as a server keeps it;
+* ``vllm-ngram``: vLLM's ``ngram`` proposer function, longest match of 3 to 24
+  tokens (``_find_longest_matched_ngram_and_propose_tokens``, the function its
+  ``NgramProposer`` calls per request);
+* ``transformers``: transformers' ``PromptLookupCandidateGenerator``
+  (``max_matching_ngram_size=3``), on torch tensors as ``generate`` calls it;
+* ``ceiling``: at each step the longest run of upcoming true tokens found
+  anywhere earlier in the sequence, capped at k: what the best drafter that
+  copies from the sequence could draft (a drafter that remembers earlier
+  requests can pass it on templated work).
+
+Workloads: ``benchmarks/e2e.py``'s three. Quality is deterministic; costs
+are medians over rounds with their ranges, each (drafter, round) a fresh
+process, interleaved. Results go to ``benchmarks/results/STAMP-drafting.{md,json}``.
+
+    python benchmarks/drafting.py [--quick] [--json] [--rounds 3]
+"""
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+DRAFTERS = ("llama.cpp", "vllm-ngram", "transformers", "ceiling")
+CAPS = (8, 16, 32)
+
+
+class LlamaRules:
+    def __init__(self, k):
+        from ngramdraft import Drafter, NgramCache
+
+        self.drafter = Drafter(dynamic=NgramCache(), n_draft=k)
+
+    def start(self, prompt):
+        self.drafter.start(prompt)
+
+    def draft(self, context):
+        return self.drafter.draft()
+
+    def accept(self, tokens):
+        self.drafter.accept(tokens)
+
+    def finish(self):
+        self.drafter.finish()
+
+
+class Stateless:
+    """A drafter that reads the whole sequence at every step, as the peers do."""
+
+    def start(self, prompt):
+        pass
+
+    def accept(self, tokens):
+        pass
+
+    def finish(self):
+        pass
+
+
+class VllmNgram(Stateless):
+    def __init__(self, k):
+        from vllm.v1.spec_decode.ngram_proposer import (
+            _find_longest_matched_ngram_and_propose_tokens as propose,
+        )
+
+        self.propose, self.k = propose, k
+
+    def draft(self, context):
+        return self.propose(context, 3, 24, 1 << 30, self.k)
+
+
+class TransformersLookup(Stateless):
+    def __init__(self, k):
+        import torch
+        from transformers.generation.candidate_generator import PromptLookupCandidateGenerator
+
+        self.torch = torch
+        self.generator = PromptLookupCandidateGenerator(
+            num_output_tokens=k, max_matching_ngram_size=3, max_length=1 << 30
+        )
+
+    def draft(self, context):
+        ids = self.torch.from_numpy(context.astype(np.int64))[None]
+        candidates, _ = self.generator.get_candidates(ids)
+        return candidates[0, len(context) :].numpy()
+
+
+def _ceiling(context, upcoming, k):
+    """Length of the longest prefix of ``upcoming`` (at most k) found in ``context``."""
+    hay = context.astype("<i4").tobytes()
+    n = 0
+    while n < min(k, len(upcoming)):
+        needle = upcoming[: n + 1].astype("<i4").tobytes()
+        at = hay.find(needle)
+        while at != -1 and at % 4:  # a match must start on a token's boundary
+            at = hay.find(needle, at + 1)
+        if at == -1:
+            break
+        n += 1
+    return n
+
+
+def run(workload, drafter_name, k, requests):
+    """Teacher-forced figures of one drafter on one workload at cap k."""
+    makers = {"llama.cpp": LlamaRules, "vllm-ngram": VllmNgram, "transformers": TransformersLookup}
+    drafter = None if drafter_name == "ceiling" else makers[drafter_name](k)
+    passes = drafted = accepted = total = 0
+    seconds = 0.0
+    for prompt, output in requests:
+        sequence = np.asarray(list(prompt) + list(output), dtype=np.int32)
+        i, base = 0, len(prompt)
+        if drafter is not None:
+            drafter.start(prompt)
+        while i < len(output):
+            context, upcoming = sequence[: base + i], sequence[base + i : base + i + k]
+            if drafter is None:
+                a = d = _ceiling(context, upcoming, k)
+            else:
+                t0 = time.perf_counter()
+                draft = np.asarray(drafter.draft(context))[:k]
+                seconds += time.perf_counter() - t0
+                d = len(draft)
+                a = 0
+                while a < d and a < len(upcoming) and draft[a] == upcoming[a]:
+                    a += 1
+            step = sequence[base + i : base + i + a + 1]
+            if drafter is not None:
+                t0 = time.perf_counter()
+                drafter.accept(step)
+                seconds += time.perf_counter() - t0
+            i += len(step)
+            passes += 1
+            drafted += d
+            accepted += a
+        if drafter is not None:
+            drafter.finish()
+        total += len(output)
+    return {
+        "workload": workload,
+        "drafter": drafter_name,
+        "k": k,
+        "tokens": total,
+        "passes": passes,
+        "tokens_per_pass": total / passes,
+        "drafted_per_pass": drafted / passes,
+        "accepted_share": accepted / drafted if drafted else 0.0,
+        "us_per_token": None if drafter is None else seconds / total * 1e6,
+    }
+
+
+def child(drafter_name, n, workloads):
+    sys.path.insert(0, str(HERE))
+    import e2e
+
+    made = {w: e2e.MAKERS[w](n) for w in workloads}
+    for requests in made.values():  # compiles or loads what each workload calls
+        prompt, output = requests[0]
+        run("warm-up", drafter_name, 8, [(prompt, output[:50])])
+    rows = []
+    for w, requests in made.items():
+        for k in CAPS:
+            rows.append(run(w, drafter_name, k, requests))
+    print(json.dumps(rows))
+
+
+def summarize(rounds_rows):
+    """Quality from the first round (deterministic), cost medians and ranges over rounds."""
+    by = {}
+    for rows in rounds_rows:
+        for r in rows:
+            by.setdefault((r["workload"], r["drafter"], r["k"]), []).append(r)
+    out = []
+    for rs in by.values():
+        row = dict(rs[0])
+        costs = [r["us_per_token"] for r in rs if r["us_per_token"] is not None]
+        if costs:
+            row["us_per_token"] = float(np.median(costs))
+            row["us_per_token_range"] = [min(costs), max(costs)]
+        out.append(row)
+    return out
+
+
+def markdown(rows, args):
+    lines = [
+        "# Teacher-forced drafting",
+        "",
+        f"`python benchmarks/drafting.py{' --quick' if args.quick else ''} --rounds {args.rounds}`"
+        f": {args.tokens} output tokens per workload; each (drafter, round) a fresh process, "
+        "interleaved; costs are medians with ranges over rounds.",
+        "",
+        "| workload | k | drafter | tokens/pass | of ceiling | drafted/pass | accepted "
+        "| us per output token (range) |",
+        "|---|---:|---|---:|---:|---:|---:|---:|",
+    ]
+    ceiling = {
+        (r["workload"], r["k"]): r["tokens_per_pass"] for r in rows if r["drafter"] == "ceiling"
+    }
+    order = {d: i for i, d in enumerate(DRAFTERS)}
+    for r in sorted(rows, key=lambda r: (r["workload"], r["k"], order[r["drafter"]])):
+        share = r["tokens_per_pass"] / ceiling[(r["workload"], r["k"])]
+        cost = "-"
+        if r["us_per_token"] is not None:
+            lo, hi = r["us_per_token_range"]
+            cost = f"{r['us_per_token']:.1f} ({lo:.1f}-{hi:.1f})"
+        lines.append(
+            f"| {r['workload']} | {r['k']} | {r['drafter']} | {r['tokens_per_pass']:.2f} "
+            f"| {share:.0%} | {r['drafted_per_pass']:.2f} | {r['accepted_share']:.0%} | {cost} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--quick", action="store_true", help="500 output tokens per workload")
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--tokens", type=int, help="output tokens per workload (default 2000)")
+    ap.add_argument("--json", action="store_true", help="print the rows as JSON")
+    ap.add_argument("--child", nargs=2, metavar=("DRAFTER", "N"), help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    workloads = ("open-ended", "edit", "templated")
+    if args.child:
+        child(args.child[0], int(args.child[1]), workloads)
+        return
+    args.tokens = args.tokens or (500 if args.quick else 2000)
+    rounds_rows = []
+    for _ in range(args.rounds):
+        for d in DRAFTERS:
+            if (
+                d == "ceiling"
+                and rounds_rows
+                and any(r["drafter"] == "ceiling" for rows in rounds_rows for r in rows)
+            ):
+                continue  # deterministic and untimed: once is enough
+            cmd = [sys.executable, __file__, "--child", d, str(args.tokens)]
+            done = subprocess.run(cmd, capture_output=True, text=True, check=True)
+            rounds_rows.append(json.loads(done.stdout.strip().splitlines()[-1]))
+    rows = summarize(rounds_rows)
+    stamp = time.strftime("%Y-%m-%d-%H%M")
+    out = HERE / "results"
+    (out / f"{stamp}-drafting.json").write_text(
+        json.dumps({"args": vars(args), "rows": rows}, indent=1)
+    )
+    text = markdown(rows, args)
+    (out / f"{stamp}-drafting.md").write_text(text)
+    print(json.dumps(rows, indent=1) if args.json else text)
+
+
+if __name__ == "__main__":
+    main()
