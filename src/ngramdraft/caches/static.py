@@ -183,7 +183,7 @@ class StaticCache(Cache):
         quiet: bool = True,
     ) -> "StaticCache":
         """One static cache counting every 2-gram of several (e.g. built from shards)."""
-        opened = [as_static(c, verify=True) for c in caches]
+        opened = [as_static(c) for c in caches]  # arrays() verifies each before reading
         names = {name for c in opened if (name := c.tokenizer_name) is not None}
         if len(names) > 1:
             raise TokenizerMismatchError(
@@ -257,11 +257,12 @@ class StaticCache(Cache):
 
         Opening checks no array, so that it stays one page read; drafting bounds
         every span it reads. A copy hands every offset to numpy and the build
-        kernels, so the first call checks the checksums and the arrays' structure
+        kernels, so the first call checks the checksums (through the warm-up, so
+        that they are read once whoever asks first) and the arrays' structure
         (the copy reads the whole file anyway) and raises a named error on damage.
         """
         if not self._arrays_checked:
-            self.verify()
+            self.prefault().wait()
             self._check_arrays()
             self._arrays_checked = True
         f = self.frozen
@@ -269,10 +270,10 @@ class StaticCache(Cache):
 
     def _save_native(self, path: str | os.PathLike[str]) -> None:
         # From the mapping, not the path: another writer may have replaced the file since.
-        mm = self._mapping()
+        mm, block = self._mapping(), 8 << 20
         with atomic_output(path, len(mm)) as out:
-            for start in range(0, len(mm), 8 << 20):
-                out.write(mm[start : start + (8 << 20)])
+            for start in range(0, len(mm), block):
+                out.write(mm[start : start + block])
 
     # -- integrity -------------------------------------------------------------
 
@@ -298,9 +299,8 @@ class StaticCache(Cache):
             raise CorruptFileError(
                 f"{self.path}: max_token is {self.header.max_token}, data has {top}"
             )
-        tok = self.meta.get("tokenizer")
-        n_vocab = tok.get("n_vocab") if isinstance(tok, dict) else None
-        if isinstance(n_vocab, int) and top >= n_vocab:
+        n_vocab = self._n_vocab
+        if n_vocab is not None and top >= n_vocab:
             raise CorruptFileError(
                 f"{self.path}: holds id {top}, but its tokenizer has {n_vocab} ids"
             )
@@ -331,6 +331,13 @@ class StaticCache(Cache):
         tok = self.meta.get("tokenizer")
         return tok.get("name") if isinstance(tok, dict) else None
 
+    @property
+    def _n_vocab(self) -> int | None:
+        """The recorded tokenizer's number of ids, if the file records one."""
+        tok = self.meta.get("tokenizer")
+        n_vocab = tok.get("n_vocab") if isinstance(tok, dict) else None
+        return n_vocab if isinstance(n_vocab, int) else None
+
     def check_tokenizer(self, tokenizer: object) -> None:
         """Raise TokenizerMismatchError if this cache was built with another tokenizer."""
         mine = self.meta.get("tokenizer")
@@ -348,15 +355,12 @@ class StaticCache(Cache):
 
     def check_tokens(self, tokens: np.ndarray) -> None:
         """Raise TokenizerMismatchError if ``tokens`` holds ids the cache's tokenizer lacks."""
-        tok = self.meta.get("tokenizer")
-        if not isinstance(tok, dict):
-            return
-        n_vocab = tok.get("n_vocab")
+        n_vocab = self._n_vocab
         top = int(tokens.max(initial=-1))
-        if isinstance(n_vocab, int) and top >= n_vocab:
+        if n_vocab is not None and top >= n_vocab:
             raise TokenizerMismatchError(
                 f"the tokens hold id {top}, but {self.path} was built with tokenizer "
-                f"{tok.get('name')!r} of {n_vocab} ids: tokenize with the cache's tokenizer"
+                f"{self.tokenizer_name!r} of {n_vocab} ids: tokenize with the cache's tokenizer"
             )
 
     def close(self) -> None:
@@ -370,16 +374,12 @@ class StaticCache(Cache):
         self.close()
 
 
-def as_static(
-    cache: "Cache | str | os.PathLike[str]", *, verify: bool = False, tokenizer: object = None
-) -> StaticCache:
+def as_static(cache: "Cache | str | os.PathLike[str]", *, tokenizer: object = None) -> StaticCache:
     """A StaticCache for the static role: the cache itself, an opened path, or a frozen copy.
 
     With ``tokenizer``, a cache that records another tokenizer is refused.
     """
     if isinstance(cache, StaticCache):
-        if verify:
-            cache.verify()
         static = cache
     elif isinstance(cache, Cache):
         static = StaticCache.from_cache(cache)
@@ -387,7 +387,7 @@ def as_static(
         if file_format(cache) == "llamacpp":
             static = StaticCache.from_llamacpp(cache)
         else:
-            static = StaticCache.open(cache, verify=verify)
+            static = StaticCache.open(cache)
     else:
         raise InvalidParameterError(f"expected a cache or a path, got {type(cache).__name__}")
     if tokenizer is not None:
