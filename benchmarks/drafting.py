@@ -41,7 +41,15 @@ from pathlib import Path
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
-DRAFTERS = ("llama.cpp", "vllm-ngram", "transformers", "ceiling")
+DRAFTERS = (
+    "llama.cpp",
+    "suffix",
+    "suffix-sequence",
+    "suffixdecoding",
+    "vllm-ngram",
+    "transformers",
+    "ceiling",
+)
 CAPS = (8, 16, 32)
 
 
@@ -62,6 +70,61 @@ class LlamaRules:
 
     def finish(self):
         self.drafter.finish()
+
+
+class SuffixRules(LlamaRules):
+    """ngramdraft's suffix rules, earlier requests remembered across the workload's requests."""
+
+    def __init__(self, k):
+        from ngramdraft import Drafter
+
+        self.drafter = Drafter(n_draft=k, rules="suffix")
+
+
+class SuffixSequence(SuffixRules):
+    """The suffix rules on the sequence alone: earlier requests forgotten at each start."""
+
+    def start(self, prompt):
+        from ngramdraft import Drafter
+
+        self.drafter = Drafter(n_draft=self.drafter.n_draft, rules="suffix")
+        self.drafter.start(prompt)
+
+
+class SuffixDecoding:
+    """arctic-inference's SuffixDecodingCache, called as vLLM's ``suffix`` proposer calls it.
+
+    vLLM's defaults (max_spec_factor 1.0, min_token_prob 0.1, earlier
+    responses cached) but a tree depth of 64, so that a match can back a
+    32-token draft (vLLM's default depth, 24, caps every draft at 24).
+    """
+
+    DEPTH = 64
+
+    def __init__(self, k):
+        sys.path.insert(0, str(HERE))
+        import suffix_decoding
+
+        self.k = k
+        self.cache = suffix_decoding.load().SuffixDecodingCache(self.DEPTH, 10000)
+        self.request = 0
+
+    def start(self, prompt):
+        self.request += 1
+        self.cache.start_request(self.request, np.asarray(prompt, dtype=np.int32))
+
+    def draft(self, context):
+        pattern = context[-self.DEPTH :]
+        found = self.cache.speculate(
+            self.request, pattern, max_spec_tokens=self.k, max_spec_factor=1.0, min_token_prob=0.1
+        )
+        return found.token_ids
+
+    def accept(self, tokens):
+        self.cache.add_active_response(self.request, np.asarray(tokens, dtype=np.int32))
+
+    def finish(self):
+        self.cache.stop_request(self.request)
 
 
 class Stateless:
@@ -122,7 +185,14 @@ def _ceiling(context, upcoming, k):
 
 def run(workload, drafter_name, k, requests):
     """Teacher-forced figures of one drafter on one workload at cap k."""
-    makers = {"llama.cpp": LlamaRules, "vllm-ngram": VllmNgram, "transformers": TransformersLookup}
+    makers = {
+        "llama.cpp": LlamaRules,
+        "suffix": SuffixRules,
+        "suffix-sequence": SuffixSequence,
+        "suffixdecoding": SuffixDecoding,
+        "vllm-ngram": VllmNgram,
+        "transformers": TransformersLookup,
+    }
     drafter = None if drafter_name == "ceiling" else makers[drafter_name](k)
     passes = drafted = accepted = total = 0
     seconds = 0.0
@@ -237,7 +307,7 @@ def main():
     ap.add_argument("--json", action="store_true", help="print the rows as JSON")
     ap.add_argument("--child", nargs=2, metavar=("DRAFTER", "N"), help=argparse.SUPPRESS)
     args = ap.parse_args()
-    workloads = ("open-ended", "edit", "templated")
+    workloads = ("open-ended", "edit", "templated", "real-edit")
     if args.child:
         child(args.child[0], int(args.child[1]), workloads)
         return

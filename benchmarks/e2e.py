@@ -165,7 +165,13 @@ def templated(n):
     return requests
 
 
-MAKERS = {"open-ended": open_ended, "edit": edit, "templated": templated}
+def real_edit(n):
+    import edits
+
+    return edits.requests(n, _encode)
+
+
+MAKERS = {"open-ended": open_ended, "edit": edit, "templated": templated, "real-edit": real_edit}
 
 
 # -- one run (a fresh process) ---------------------------------------------------

@@ -78,10 +78,19 @@ class Garbage:
         return self.rng.integers(0, self.n_vocab, 8).astype(np.intc)
 
 
-def test_ngramdraft_is_lossless_and_drafts(llama, prompt, reference):
-    out = generate(llama, prompt, N, NgramDraftModel())
+@pytest.mark.parametrize("rules", ["llamacpp", "suffix"])
+def test_ngramdraft_is_lossless_and_drafts(llama, prompt, reference, rules):
+    out = generate(llama, prompt, N, NgramDraftModel(rules=rules))
     assert out.tokens == reference
     assert out.accepted > 50 and out.passes < N
+
+
+def test_suffix_rules_with_a_policy_and_earlier_requests_are_lossless(llama, prompt, reference):
+    draft = NgramDraftModel(rules="suffix", policy=CostAwareLength([1.0] + [1.3] * 8))
+    first = generate(llama, prompt, N, draft)
+    again = generate(llama, prompt, N, draft)  # a new sequence: the first is remembered
+    assert first.tokens == again.tokens == reference
+    assert again.accepted > first.accepted
 
 
 def test_opt_in_policies_are_lossless(llama, prompt, reference):
@@ -184,9 +193,21 @@ def test_model_paths_get_named_errors(tmp_path):
         load_llama(tmp_path / "trunc.gguf")
 
 
-def test_generate_cli_compares_and_is_lossless(tiny_gguf, tmp_path, cli):
+@pytest.mark.parametrize("rules", ["llamacpp", "suffix"])
+def test_generate_cli_compares_and_is_lossless(tiny_gguf, tmp_path, cli, rules):
     status, out, err = cli(
-        "generate", tiny_gguf, "-p", PROMPT.decode(), "-n", 200, "-c", 1024, "--compare", "--json"
+        "generate",
+        tiny_gguf,
+        "-p",
+        PROMPT.decode(),
+        "-n",
+        200,
+        "-c",
+        1024,
+        "--compare",
+        "--json",
+        "--rules",
+        rules,
     )
     assert status == 0, err
     figures = json.loads(out)

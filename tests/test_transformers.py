@@ -53,8 +53,9 @@ class Scripted(NgramDraft):
         self.drafter.draft = lambda: propose(self.drafter.tokens)
 
 
-def test_ngramdraft_candidates_are_lossless(model, prompt, reference):
-    draft = NgramDraft()
+@pytest.mark.parametrize("rules", ["llamacpp", "suffix"])
+def test_ngramdraft_candidates_are_lossless(model, prompt, reference, rules):
+    draft = NgramDraft(rules=rules)
     out = model.generate(prompt, max_new_tokens=N, do_sample=False, custom_generate=draft)
     assert torch.equal(out, reference)
     assert draft.last.n_drafted > 0 and draft.last.n_calls < N

@@ -92,17 +92,22 @@ def engine_runs(tmp_path_factory):
         "NGRAMDRAFT_DYNAMIC": str(root / "requests.ngd"),
     }
     runs = []
-    for method in ("none", "ngramdraft.integrations.vllm.NgramProposer"):
+    proposer = "ngramdraft.integrations.vllm.NgramProposer"
+    suffix_env = {k: v for k, v in env.items() if k != "NGRAMDRAFT_DYNAMIC"}
+    suffix_env["NGRAMDRAFT_RULES"] = "suffix"
+    for method, run_env in (("none", env), (proposer, env), (proposer, suffix_env)):
         args = [sys.executable, "-c", ENGINE, str(root / "model"), method, str(N_REQUESTS)]
-        done = subprocess.run(args, env=env, capture_output=True, text=True, timeout=600)
+        done = subprocess.run(args, env=run_env, capture_output=True, text=True, timeout=600)
         lines = [x for x in done.stdout.splitlines() if x.startswith("RESULT ")]
         assert done.returncode == 0 and lines, done.stderr[-3000:]
         runs.append(json.loads(lines[0][len("RESULT ") :]))
-    return runs[0], runs[1], root / "requests.ngd"
+    return runs[0], runs[1], root / "requests.ngd", runs[2]
 
 
-def test_greedy_output_is_identical_with_the_proposer(engine_runs):
-    plain, drafted, _ = engine_runs
+@pytest.mark.parametrize("rules", ["llamacpp", "suffix"])
+def test_greedy_output_is_identical_with_the_proposer(engine_runs, rules):
+    plain, drafted, _, suffix = engine_runs
+    drafted = drafted if rules == "llamacpp" else suffix
     assert drafted["tokens"] == plain["tokens"]
     assert [len(t) for t in plain["tokens"]] == [len(t) for t in drafted["tokens"]]
     stats = drafted["stats"]
@@ -111,7 +116,7 @@ def test_greedy_output_is_identical_with_the_proposer(engine_runs):
 
 
 def test_finished_requests_reach_the_dynamic_file(engine_runs):
-    _, drafted, path = engine_runs
+    _, drafted, path, _ = engine_runs
     cache = NgramCache.load(path)  # the last requests were finished at exit
     for prompt, tokens in zip(drafted["prompts"], drafted["tokens"], strict=True):
         sequence = prompt + tokens

@@ -4,6 +4,8 @@ import argparse
 import textwrap
 from typing import Any
 
+from ..errors import InvalidParameterError
+
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 
 
@@ -63,6 +65,14 @@ def add_cache_arguments(p: argparse.ArgumentParser, dynamic_help: str) -> None:
         help="context (chunk) size in tokens (default: 4096, as llama.cpp)",
     )
     p.add_argument(
+        "--rules",
+        choices=("llamacpp", "suffix"),
+        default="llamacpp",
+        help="the drafting rules: llamacpp (the default, llama.cpp's bit for bit) or suffix "
+        "(opt-in: copy what followed the longest earlier match; no --static or --dynamic, "
+        "earlier requests are kept in memory)",
+    )
+    p.add_argument(
         "--n-draft",
         "--draft",
         type=positive,
@@ -70,6 +80,16 @@ def add_cache_arguments(p: argparse.ArgumentParser, dynamic_help: str) -> None:
         metavar="N",
         help="most tokens drafted per step (default: 8, as llama.cpp)",
     )
+
+
+def check_rules_caches(args: argparse.Namespace) -> None:
+    """The suffix rules take no cache files: say so in one line rather than ignore them."""
+    given = [name for name in ("static", "dynamic") if getattr(args, name)]
+    if args.rules == "suffix" and given:
+        raise InvalidParameterError(
+            f"--rules suffix drafts from the sequence and earlier requests: --{given[0]} is "
+            "llama.cpp's rules' cache (drop it, or use --rules llamacpp)"
+        )
 
 
 def say(args: argparse.Namespace, text: str) -> None:

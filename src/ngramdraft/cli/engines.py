@@ -8,7 +8,7 @@ from typing import Any
 
 from ..drafting.policy import AdaptiveLength, CostAwareLength, Policy
 from ..errors import InvalidParameterError
-from .args import add_cache_arguments, positive, subcommand
+from .args import add_cache_arguments, check_rules_caches, positive, subcommand
 
 
 def register(sub: Any) -> None:
@@ -107,6 +107,9 @@ def _draft_model(
 
     if policy is None and args.adaptive:
         policy = AdaptiveLength()
+    check_rules_caches(args)
+    if args.rules == "suffix":
+        return NgramDraftModel(n_draft=args.n_draft, policy=policy, rules="suffix")
     return NgramDraftModel(
         static=args.static,
         dynamic=args.dynamic,

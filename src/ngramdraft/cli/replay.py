@@ -7,15 +7,17 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from ..build.sources import TextFiles
 from ..build.tokenize import cache_dir, tokenize
 from ..caches.static import as_static
-from ..drafting.replay import replay
+from ..drafting.replay import ReplayResult, replay, replay_suffix
 from ..errors import InvalidParameterError
 from ..files.atomic import atomic_output, write_array
 from ..files.tokens import RAW_SUFFIXES, TokenFile
 from ..tokenizers import load_tokenizer
-from .args import add_cache_arguments, subcommand
+from .args import add_cache_arguments, check_rules_caches, subcommand
 
 
 def register(sub: Any) -> None:
@@ -46,17 +48,7 @@ def register(sub: Any) -> None:
     r.set_defaults(run=replay_command)
 
 
-def replay_command(args: argparse.Namespace) -> None:
-    tokenizer = load_tokenizer(args.tokenizer) if args.tokenizer else None
-    if Path(args.tokens).suffix in (*RAW_SUFFIXES, ".npy"):
-        tokens = TokenFile(args.tokens)
-    elif tokenizer is None:
-        raise InvalidParameterError(f"{args.tokens}: a text file needs --tokenizer NAME")
-    else:
-        tokens, _ = tokenize(
-            TextFiles([args.tokens]), tokenizer, cache_dir(args.token_cache), quiet=True
-        )
-    seq = tokens.read(0, len(tokens))
+def _replay_llamacpp(args: argparse.Namespace, seq: np.ndarray, tokenizer: Any) -> ReplayResult:
     t0 = time.perf_counter()
     static = as_static(args.static) if args.static else None
     if static is not None and tokenizer is not None:
@@ -72,6 +64,26 @@ def replay_command(args: argparse.Namespace) -> None:
         quiet=args.quiet or args.json,
     )
     result.t_load_ms += t_load
+    return result
+
+
+def replay_command(args: argparse.Namespace) -> None:
+    tokenizer = load_tokenizer(args.tokenizer) if args.tokenizer else None
+    if Path(args.tokens).suffix in (*RAW_SUFFIXES, ".npy"):
+        tokens = TokenFile(args.tokens)
+    elif tokenizer is None:
+        raise InvalidParameterError(f"{args.tokens}: a text file needs --tokenizer NAME")
+    else:
+        tokens, _ = tokenize(
+            TextFiles([args.tokens]), tokenizer, cache_dir(args.token_cache), quiet=True
+        )
+    seq = tokens.read(0, len(tokens))
+    check_rules_caches(args)
+    if args.rules == "suffix":
+        quiet = args.quiet or args.json
+        result = replay_suffix(seq, args.n_ctx, args.n_draft, dump=bool(args.dump), quiet=quiet)
+    else:
+        result = _replay_llamacpp(args, seq, tokenizer)
     if args.dump and result.dump is not None:
         with atomic_output(args.dump) as f:
             write_array(f, result.dump.astype("<i4"))

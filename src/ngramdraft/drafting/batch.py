@@ -9,7 +9,6 @@ dynamic caches; finishing a sequence merges it into the dynamic cache (and a
 dynamic path is saved under its lock, see :mod:`ngramdraft.caches.shared`).
 """
 
-import itertools
 import os
 from collections.abc import Callable, Hashable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -22,13 +21,14 @@ from ..caches.static import as_static
 from ..errors import (
     CorruptFileError,
     InvalidParameterError,
-    InvalidTokensError,
     UnknownSequenceError,
 )
 from ..kernels.frozen import CORRUPT
-from ..validation import check_int, check_ngram_range, check_token_range
+from ..validation import check_int, check_ngram_range
 from . import state as S
-from .drafter import MAX_DRAFT, Drafter
+from .base import check_new_sequence, flatten_tokens, sync_arguments
+from .drafter import MAX_DRAFT, Drafter, check_rules
+from .suffix_batch import SuffixBatchDrafter
 
 if TYPE_CHECKING:
     from numpy.typing import ArrayLike
@@ -48,7 +48,17 @@ class BatchDrafter:
     ``static``, ``dynamic``, ``n_draft``, ``ngram_min``, ``ngram_max``,
     ``tokenizer``, ``lock_timeout``, ``save_every`` and ``max_dynamic_ngrams`` are
     Drafter's, shared by every sequence. At most ``max_seqs`` sequences are active at once.
+    ``rules="suffix"`` makes a
+    :class:`~ngramdraft.drafting.suffix_batch.SuffixBatchDrafter` instead, with
+    the same methods (see Drafter's ``rules``).
     """
+
+    def __new__(cls, *args: Any, rules: str = "llamacpp", **options: Any) -> "Any":
+        if rules == "suffix":
+            # Fully built here: not a BatchDrafter, so Python does not call __init__ on it.
+            return SuffixBatchDrafter(*args, **options)
+        check_rules(rules)
+        return super().__new__(cls)
 
     def __init__(
         self,
@@ -63,6 +73,7 @@ class BatchDrafter:
         lock_timeout: float = LOCK_TIMEOUT,
         save_every: float = 0.0,
         max_dynamic_ngrams: int | None = None,
+        rules: str = "llamacpp",
     ) -> None:
         self.max_seqs = check_int(max_seqs, "max_seqs", 1, 1 << 20)
         check_int(n_draft, "n_draft", 1, MAX_DRAFT)
@@ -93,15 +104,7 @@ class BatchDrafter:
 
     def add(self, seq_id: Hashable, prompt_tokens: "ArrayLike") -> None:
         """Start sequence ``seq_id`` with its prompt."""
-        if seq_id in self._active:
-            raise InvalidParameterError(
-                f"sequence {seq_id!r} is already active: finish() it first, or use a new id"
-            )
-        if not self._free:
-            raise InvalidParameterError(
-                f"max_seqs={self.max_seqs} sequences are active: finish() one first, or "
-                "create the BatchDrafter with a larger max_seqs"
-            )
+        check_new_sequence(seq_id, self._active, bool(self._free), self.max_seqs)
         drafter = self._spare.pop() if self._spare else self._make()
         row = self._free.pop()
         drafter.use_state(self._states[row])
@@ -143,7 +146,7 @@ class BatchDrafter:
         entries (as :meth:`draft` returns them).
         """
         rows = self._rows(seq_ids)
-        flat, offsets = _flatten(tokens, lengths, len(rows))
+        flat, offsets = flatten_tokens(tokens, lengths, len(rows))
         status = np.empty(len(rows), dtype=np.int64)
         if len(rows) >= PARALLEL_FROM:
             S.accept_rows_parallel(
@@ -170,20 +173,7 @@ class BatchDrafter:
         were, for the caller to finish or match elsewhere.
         """
         ids = self._rows(seq_ids)
-        token_ids = np.asarray(token_ids)
-        if token_ids.ndim != 2 or token_ids.dtype != np.int32:
-            raise InvalidTokensError(
-                f"token_ids must be a 2-D int32 array, got {token_ids.ndim}-D {token_ids.dtype}"
-            )
-        token_ids = np.ascontiguousarray(token_ids)
-        rows = np.arange(len(ids)) if rows is None else np.asarray(rows, dtype=np.int64)
-        lengths = np.asarray(lengths, dtype=np.int64)
-        if rows.shape != ids.shape or lengths.shape != ids.shape:
-            raise InvalidParameterError(f"rows and lengths must hold {len(ids)} values each")
-        if len(ids) and (rows.min() < 0 or rows.max() >= len(token_ids)):
-            raise InvalidParameterError(f"rows must be 0 .. {len(token_ids) - 1}")
-        if len(ids) and (lengths.min() < 0 or lengths.max() > token_ids.shape[1]):
-            raise InvalidParameterError(f"lengths must be 0 .. {token_ids.shape[1]}")
+        token_ids, lengths, rows = sync_arguments(len(ids), token_ids, lengths, rows)
         status = np.empty(len(ids), dtype=np.int64)
         if len(ids) >= PARALLEL_FROM:
             args = (self._states, ids, token_ids, rows, lengths, status)
@@ -249,32 +239,3 @@ class BatchDrafter:
 
     def _damaged(self) -> bool:
         return self.static is not None and self.static.prefault().damage is not None
-
-
-def _flatten(tokens: Any, lengths: "ArrayLike | None", n: int) -> tuple[np.ndarray, np.ndarray]:
-    """(flat int32 tokens, offsets[n + 1]) of per-sequence tokens, every id checked."""
-    if lengths is not None:
-        arr = np.asarray(tokens)
-        lengths = np.asarray(lengths, dtype=np.int64)
-        if arr.ndim != 2 or arr.shape[0] != n or lengths.shape != (n,):
-            raise InvalidTokensError(
-                f"with lengths, tokens must be a 2-D array of {n} rows and lengths {n} counts"
-            )
-        if n and (lengths.min() < 0 or lengths.max() > arr.shape[1]):
-            raise InvalidTokensError(f"lengths must be 0 .. {arr.shape[1]} (the rows' width)")
-        flat = arr[np.arange(arr.shape[1]) < lengths[:, None]]
-    else:
-        if len(tokens) != n:
-            raise InvalidTokensError(f"got {len(tokens)} token sequences for {n} seq_ids")
-        lengths = np.fromiter(map(len, tokens), dtype=np.int64, count=n)
-        if n and all(type(t) is np.ndarray and t.ndim == 1 for t in tokens):
-            flat = np.concatenate(tokens)  # arrays: joined in C, not element by element
-        else:
-            flat = np.array(list(itertools.chain.from_iterable(tokens)))
-            flat = flat if flat.size else np.zeros(0, dtype=np.int64)
-    if flat.dtype.kind not in "iu" or flat.dtype == np.bool_:
-        raise InvalidTokensError(f"tokens must be integer ids, got dtype {flat.dtype}")
-    check_token_range(flat, "tokens")
-    offsets = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(lengths, out=offsets[1:])
-    return np.ascontiguousarray(flat, dtype=np.int32), offsets

@@ -1,9 +1,8 @@
 """Drafter: the per-sequence object a decoding loop talks to."""
 
-import copy
 import os
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -11,12 +10,14 @@ from ..caches.ngram import NgramCache
 from ..caches.shared import LOCK_TIMEOUT, SharedDynamicFile, dynamic_role
 from ..caches.static import as_static
 from ..caches.warmup import NO_WARMUP, NoWarmup, Warmup
-from ..errors import CorruptFileError, InvalidParameterError, NgramdraftError, VocabularyError
+from ..errors import CorruptFileError, InvalidParameterError, VocabularyError
 from ..kernels.frozen import CORRUPT
 from ..rules.llamacpp import NGRAM_MAX
 from ..validation import TOKEN_MAX, as_tokens, check_int, check_ngram_range
 from . import state as S
-from .policy import Learns, Policy
+from .base import SequenceDrafter
+from .policy import Policy
+from .suffix import suffix_drafter
 
 if TYPE_CHECKING:
     from numpy.typing import ArrayLike
@@ -26,13 +27,20 @@ if TYPE_CHECKING:
 
 MAX_DRAFT = 4096
 REPLY_ROOM = 256  # tokens a new sequence's context table has room for past its prompt
-MAX_SHADOWS = 64  # whole drafts a learning policy may wait on (each settles within n_draft tokens)
 
 
-_NONE = np.zeros(0, dtype=np.int32)
+RULES = ("llamacpp", "suffix")
 
 
-class Drafter:
+def check_rules(rules: object) -> None:
+    """InvalidParameterError unless ``rules`` names a rule set."""
+    if rules not in RULES:
+        raise InvalidParameterError(
+            f"rules={rules!r}: unknown rule set (choose 'llamacpp', the default, or 'suffix')"
+        )
+
+
+class Drafter(SequenceDrafter):
     """Draft tokens for one sequence at a time, exactly as llama.cpp's lookup decoding.
 
     Parameters
@@ -72,7 +80,22 @@ class Drafter:
         from the sequence's acceptance (AdaptiveLength) or from the engine's
         pass costs and what drafts proved (CostAwareLength); see
         :mod:`ngramdraft.drafting.policy`. The drafter keeps its own copy.
+    rules : "llamacpp" or "suffix"
+        The rule set. ``"llamacpp"`` (the default) is llama.cpp's, bit for
+        bit. ``"suffix"`` (opt-in) copies what followed the longest earlier
+        match of the sequence's end, in the sequence or in earlier requests
+        (``docs/suffix.md``): the object made is then a
+        :class:`~ngramdraft.drafting.suffix.SuffixDrafter`, with the same
+        methods, whose ``dynamic`` is a RequestMemory and which takes no
+        static cache.
     """
+
+    def __new__(cls, *args: Any, rules: str = "llamacpp", **options: Any) -> "Any":
+        if rules == "suffix":
+            # Fully built here: not a Drafter, so Python does not call __init__ on it.
+            return suffix_drafter(*args, **options)
+        check_rules(rules)
+        return super().__new__(cls)
 
     def __init__(
         self,
@@ -87,6 +110,7 @@ class Drafter:
         save_every: float = 0.0,
         max_dynamic_ngrams: int | None = None,
         policy: Policy | None = None,
+        rules: str = "llamacpp",
     ) -> None:
         self.n_draft = check_int(n_draft, "n_draft", 1, MAX_DRAFT)
         self.ngram_min, self.ngram_max = check_ngram_range(ngram_min, ngram_max)
@@ -101,12 +125,7 @@ class Drafter:
         self._seq = np.zeros(256, dtype=np.int32)
         self._buf = np.zeros(NGRAM_MAX + self.n_draft, dtype=np.int32)
         self._started = False
-        self._policy = None if policy is None else copy.deepcopy(policy)
-        self._last = _NONE  # the last draft, while a policy waits to see it verified
-        # Whole drafts (position, tokens) whose outcome a learning policy awaits.
-        self._shadows: list[tuple[int, np.ndarray]] | None = (
-            [] if isinstance(self._policy, Learns) else None
-        )
+        self._init_policy(policy)
         # The kernels' view of all of the above (drafting/state.py): the
         # caches' own handles, which follow their tables, and our buffers.
         self._state = S.new_state(self.n_draft, (self.ngram_min, self.ngram_max))
@@ -122,9 +141,8 @@ class Drafter:
         return int(self._state[S.N])
 
     @property
-    def tokens(self) -> np.ndarray:
-        """The sequence so far (prompt and accepted tokens), a copy."""
-        return self._seq[: self._n].copy()
+    def _held(self) -> np.ndarray:
+        return self._seq
 
     def start(self, prompt_tokens: "ArrayLike") -> None:
         """Begin a sequence: the context cache counts the prompt's n-grams."""
@@ -135,11 +153,7 @@ class Drafter:
         room = 4 * (len(prompt) + REPLY_ROOM)
         self.context.reserve(room, room)
         self._state[S.N] = 0
-        self._append(prompt)
-        self._started = True
-        if self._policy is not None:
-            self._policy.start(self.n_draft)
-            self._forget_drafts()
+        self._begin(prompt)
 
     def draft(self) -> np.ndarray:
         """Up to n_draft tokens (int32) the model is likely to produce next."""
@@ -185,45 +199,11 @@ class Drafter:
         For an engine that rolls a sequence back (a rejected branch, an edit):
         the context cache's counts go down exactly, in time proportional to n.
         """
-        self._require_started()
-        if isinstance(n, bool) or not isinstance(n, int | np.integer) or not 0 <= n <= self._n:
-            raise InvalidParameterError(
-                f"cannot rewind {n!r} tokens: the sequence holds {self._n} (rewind 0 .. {self._n})"
-            )
-        self.context.rewind(self._seq[: self._n], int(n))
-        self._state[S.N] -= int(n)
+        n = self._check_rewind(n)
+        self.context.rewind(self._seq[: self._n], n)
+        self._state[S.N] -= n
         if self._policy is not None:  # the drafts pending were made past the new end
             self._forget_drafts()
-
-    def sync(self, sequence: "ArrayLike") -> bool:
-        """Follow an engine that hands over the whole sequence at every step.
-
-        If ``sequence`` extends the one this drafter holds, only the new tokens
-        are accepted. Anything else (a new prompt, an edited history) finishes
-        the current sequence, merging it into the dynamic cache, and starts
-        ``sequence``. The known prefix is compared as one memcmp; everything
-        else costs in proportion to the new tokens. Returns whether ``sequence``
-        extended the one held (False: it was started anew).
-        """
-        n = self._n
-        if self._started:
-            arr = np.asarray(sequence)
-            if (
-                arr.ndim == 1
-                and len(arr) >= n
-                and arr.dtype.kind in "iu"
-                and np.array_equal(arr[:n], self._seq[:n])
-            ):
-                if len(arr) > n:
-                    new = as_tokens(arr[n:], "sequence")
-                    if self._policy is not None:
-                        self._append_observed(self._policy, new)
-                    else:
-                        self._append(new)
-                return True
-            self.finish()
-        self.start(sequence)
-        return False
 
     def check_vocabulary(self, n_vocab: int) -> None:
         """Raise VocabularyError if a cache holds token ids that a model of n_vocab ids lacks."""
@@ -276,65 +256,7 @@ class Drafter:
             self.context.grow(r & 3)
             r = kernel(self._state, new, r >> 2)
 
-    @property
-    def started(self) -> bool:
-        """Whether a sequence is under way (start() called, finish() not yet)."""
-        return self._started
-
     def use_state(self, row: np.ndarray) -> None:
         """Keep the kernels' state in ``row`` of a table of states from now on (BatchDrafter's)."""
         row[:] = self._state
         self._state = row
-
-    def _submitted(self, policy: Policy, full: np.ndarray) -> np.ndarray:
-        """The part of a whole draft the policy submits (drafting whole costs microseconds)."""
-        self._last = full[: policy.length_of(len(full))]
-        if self._shadows is not None and len(full):
-            if len(self._shadows) >= MAX_SHADOWS:  # drafts again and again, accepting nothing
-                del self._shadows[0]
-            self._shadows.append((self._n, full))
-        return self._last.copy()
-
-    def _forget_drafts(self) -> None:
-        """Drop the drafts the policy waits to hear about."""
-        self._last = _NONE
-        if self._shadows is not None:
-            self._shadows = []
-
-    def _append_observed(self, policy: Policy, new: np.ndarray) -> None:
-        """_append, telling the policy what became of its drafts."""
-        self._observe(policy, new)
-        self._append(new)
-        if self._shadows and isinstance(policy, Learns):
-            self._shadows = self._learn(policy, self._shadows)
-
-    def _observe(self, policy: Policy, new: np.ndarray) -> None:
-        """Tell the policy how much of the last draft the model accepted (new starts with it)."""
-        last, self._last = self._last, _NONE
-        if len(last):
-            m = min(len(last), len(new))
-            wrong = np.flatnonzero(last[:m] != new[:m])
-            policy.observe(len(last), int(wrong[0]) if len(wrong) else m)
-
-    def _learn(
-        self, policy: Learns, shadows: list[tuple[int, np.ndarray]]
-    ) -> list[tuple[int, np.ndarray]]:
-        """Tell a learning policy how many leading tokens of each whole draft proved right.
-
-        A draft made at position n0 is settled once the sequence shows its
-        first wrong token, or all of it: the tokens it did not submit too.
-        Returns the drafts still waiting.
-        """
-        n, waiting = self._n, []
-        for n0, full in shadows:
-            known = min(n - n0, len(full))
-            wrong = np.flatnonzero(full[:known] != self._seq[n0 : n0 + known])
-            if len(wrong) or known == len(full):
-                policy.learn(len(full), int(wrong[0]) if len(wrong) else known)
-            else:
-                waiting.append((n0, full))
-        return waiting
-
-    def _require_started(self) -> None:
-        if not self._started:
-            raise NgramdraftError("call start(prompt_tokens) before drafting or accepting")

@@ -32,6 +32,7 @@ from ..progress import Progress
 from ..rules.llamacpp import NGRAM_MAX, NGRAM_MIN, draft_step, prefetch_step
 from ..validation import check_int
 from . import state as S
+from .suffix import SuffixDrafter
 
 if TYPE_CHECKING:
     from numpy.typing import ArrayLike
@@ -121,14 +122,7 @@ def replay(
         dyn = NgramCache.from_cache(dyn)
     t_load = time.perf_counter() - t0
 
-    starts = range(0, max(len(seq) - n_ctx, 0), n_ctx)
-    if not starts:
-        warnings.warn(
-            f"the stream has {len(seq)} tokens, and lookup-stats replays chunks of n_ctx = "
-            f"{n_ctx} tokens that have a next token: nothing was replayed (lower n_ctx)",
-            ShortStreamWarning,
-            stacklevel=2,
-        )
+    starts = _chunk_starts(len(seq), n_ctx)
     # Sized by what a chunk can hold, never by n_ctx alone (a chunk exists only
     # when the stream is longer than n_ctx). A chunk adds fewer than 4 * n_ctx
     # n-grams, and a part's pool rooms sum to less than four times its length:
@@ -179,6 +173,81 @@ def replay(
         t_startup_ms=1000 * t_startup,
         dump=(np.concatenate(dumps) if dumps else np.zeros(0, np.int32)) if dump else None,
     )
+
+
+def replay_suffix(
+    tokens: "ArrayLike | str | os.PathLike[str]",
+    n_ctx: int = 4096,
+    n_draft: int = 8,
+    *,
+    dump: bool = False,
+    quiet: bool = True,
+) -> ReplayResult:
+    """replay's protocol drafted by the suffix rules: each chunk remembered for the next ones.
+
+    A chunk is one SuffixDrafter sequence, finished into the drafter's
+    earlier requests as replay merges a chunk into the dynamic cache. One
+    call per draft and one per step's accepted tokens, from Python.
+    """
+    seq = tokens_of(tokens)
+    n_ctx = check_int(n_ctx, "n_ctx", 2)
+    n_draft = check_int(n_draft, "n_draft", 1, 4096)
+    t0 = time.perf_counter()
+    drafter = SuffixDrafter(n_draft=n_draft)
+    drafter.start(seq[:1])  # loads the kernels, apart from the clock that times drafting
+    drafter.draft()
+    t_startup = time.perf_counter() - t0
+    starts = _chunk_starts(len(seq), n_ctx)
+    counts = [0, 0, 0]  # calls, drafted, accepted
+    dumps: list[np.ndarray] = []
+    t_draft = 0.0
+    with Progress("replay", len(starts) * n_ctx, " tok", quiet=quiet) as progress:
+        for start in starts:
+            chunk = seq[start : start + n_ctx]
+            t1 = time.perf_counter()
+            drafter.start(chunk[:1])
+            n_out = 1
+            while n_out < n_ctx:
+                draft = drafter.draft()
+                m = min(len(draft), n_ctx - n_out)
+                right = draft[:m] == chunk[n_out : n_out + m]
+                accepted = m if right.all() else int(np.argmin(right))
+                counts[0] += 1
+                counts[1] += len(draft)
+                counts[2] += accepted
+                if dump:
+                    dumps.append(np.array([start, n_out, len(draft), *draft], dtype=np.int32))
+                step = chunk[n_out : min(n_out + accepted + 1, n_ctx)]
+                drafter.accept(step)
+                n_out += len(step)
+            drafter.finish()
+            t_draft += time.perf_counter() - t1
+            progress.update(n_ctx)
+    return ReplayResult(
+        n_ctx=n_ctx,
+        n_draft=n_draft,
+        n_predict=len(starts) * n_ctx,
+        n_calls=counts[0],
+        n_drafted=counts[1],
+        n_accept=counts[2],
+        t_draft_ms=1000 * t_draft,
+        t_load_ms=0.0,
+        t_startup_ms=1000 * t_startup,
+        dump=(np.concatenate(dumps) if dumps else np.zeros(0, np.int32)) if dump else None,
+    )
+
+
+def _chunk_starts(n: int, n_ctx: int) -> range:
+    """lookup-stats' chunks: every n_ctx tokens that have a next token (a warning if none)."""
+    starts = range(0, max(n - n_ctx, 0), n_ctx)
+    if not starts:
+        warnings.warn(
+            f"the stream has {n} tokens, and lookup-stats replays chunks of n_ctx = "
+            f"{n_ctx} tokens that have a next token: nothing was replayed (lower n_ctx)",
+            ShortStreamWarning,
+            stacklevel=3,
+        )
+    return starts
 
 
 def _damaged(static: "StaticCache | None") -> CorruptFileError:

@@ -53,14 +53,18 @@ PREFIX = 4  # tokens of a sequence's start that index the sequences without a ro
 
 
 class NgramProposer:
-    """Prompt-lookup drafts for vLLM's ``custom_class`` speculative method, llama.cpp's rules.
+    """Prompt-lookup drafts for vLLM's ``custom_class`` speculative method.
 
     Class attributes, for a subclass to set: ``static`` and ``dynamic``
     (paths or caches, as for :class:`~ngramdraft.Drafter`; default from
     ``NGRAMDRAFT_STATIC`` / ``NGRAMDRAFT_DYNAMIC``), ``ngram_min``,
     ``ngram_max``, ``max_dynamic_ngrams``, ``save_every`` (seconds between
     saves of a dynamic path, 30 by default: a server does not rewrite the
-    file for every request; ``close()``, at exit, saves the rest). ``n_draft`` is vLLM's
+    file for every request; ``close()``, at exit, saves the rest), ``rules``
+    (``"llamacpp"``, the default, or ``"suffix"``; default from
+    ``NGRAMDRAFT_RULES``: the suffix rules take no static cache and keep
+    earlier requests in memory, and the ``ngram_*``, ``max_dynamic_ngrams``
+    and ``save_every`` settings are llama.cpp's rules' own). ``n_draft`` is vLLM's
     ``num_speculative_tokens``, and up to vLLM's ``max_num_seqs`` requests
     are followed at once.
 
@@ -74,21 +78,27 @@ class NgramProposer:
     ngram_max = 4
     max_dynamic_ngrams = None
     save_every = 30.0
+    rules = None
 
     def __init__(self, vllm_config: Any) -> None:
         spec = vllm_config.speculative_config
         self.n_draft = spec.num_speculative_tokens
         self.max_model_len = vllm_config.model_config.max_model_len
         max_seqs = vllm_config.scheduler_config.max_num_seqs
+        rules = self.rules or os.environ.get("NGRAMDRAFT_RULES") or "llamacpp"
+        llamacpp_only: dict[str, Any] = {
+            "ngram_min": self.ngram_min,
+            "ngram_max": self.ngram_max,
+            "max_dynamic_ngrams": self.max_dynamic_ngrams,
+            "save_every": self.save_every,
+        }
         self.batch = BatchDrafter(
             static=self.static or os.environ.get("NGRAMDRAFT_STATIC") or None,
             dynamic=self.dynamic or os.environ.get("NGRAMDRAFT_DYNAMIC") or None,
             n_draft=self.n_draft,
-            ngram_min=self.ngram_min,
-            ngram_max=self.ngram_max,
             max_seqs=max_seqs,
-            max_dynamic_ngrams=self.max_dynamic_ngrams,
-            save_every=self.save_every,
+            rules=rules,
+            **(llamacpp_only if rules == "llamacpp" else {}),
         )
         # The sequence each batch row held last step.
         self._row_ids: list[Hashable | None] = [None] * max_seqs

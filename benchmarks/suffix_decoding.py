@@ -1,0 +1,60 @@
+"""SuffixDecoding (arctic-inference, vLLM's ``suffix`` method), built for a CPU from its sdist.
+
+The package as a whole needs CUDA; its ``csrc/suffix_decoding`` module (a
+suffix tree in C++ behind nanobind) and the Python ``SuffixDecodingCache``
+over it need only a C++ compiler. ``load()`` downloads the sdist once
+(``benchmarks/.data/arctic``), builds ``_C`` with CMake and nanobind, and
+imports ``arctic_inference.suffix_decoding`` from there, unchanged.
+"""
+
+import importlib
+import re
+import subprocess
+import sys
+import tarfile
+import urllib.request
+from pathlib import Path
+
+VERSION = "0.3.0"
+ROOT = Path(__file__).resolve().parent / ".data" / "arctic"
+INDEX = "https://pypi.org/simple/arctic-inference/"
+
+
+def _sdist():
+    path = ROOT / f"arctic_inference-{VERSION}.tar.gz"
+    if not path.exists():
+        ROOT.mkdir(parents=True, exist_ok=True)
+        page = urllib.request.urlopen(INDEX, timeout=60).read().decode()
+        url = re.search(rf'href="([^"]*arctic_inference-{VERSION}\.tar\.gz)[^"]*"', page)[1]
+        urllib.request.urlretrieve(url, path.with_suffix(".part"))
+        path.with_suffix(".part").replace(path)
+    return path
+
+
+def load():
+    """arctic_inference.suffix_decoding, built here on first use."""
+    src = ROOT / f"arctic_inference-{VERSION}"
+    package = src / "arctic_inference" / "suffix_decoding"
+    if not list(package.glob("_C*.so")):
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "nanobind"], check=True)
+        with tarfile.open(_sdist()) as tar:
+            tar.extractall(ROOT, filter="data")
+        build, py = ROOT / "build", f"-DPython_EXECUTABLE={sys.executable}"
+        subprocess.run(
+            ["cmake", "-S", src / "csrc" / "suffix_decoding", "-B", build, py],
+            check=True,
+            capture_output=True,
+        )
+        subprocess.run(["make", "-C", build, "-j2"], check=True, capture_output=True)
+        (package / next(build.glob("_C*.so")).name).write_bytes(
+            next(build.glob("_C*.so")).read_bytes()
+        )
+    # Only the suffix_decoding subpackage: the package's own __init__ imports CUDA parts.
+    spec = importlib.util.spec_from_file_location(
+        "arctic_inference",
+        src / "arctic_inference" / "__init__.py",
+        submodule_search_locations=[str(src / "arctic_inference")],
+    )
+    parent = importlib.util.module_from_spec(spec)
+    sys.modules["arctic_inference"] = parent  # not executed: its __init__ wants vLLM
+    return importlib.import_module("arctic_inference.suffix_decoding")

@@ -1,0 +1,139 @@
+"""SuffixBatchDrafter: many sequences by id, by the suffix rules (BatchDrafter(rules="suffix")).
+
+The interface is :class:`~ngramdraft.BatchDrafter`'s, and the drafts are
+those of one :class:`~ngramdraft.drafting.suffix.SuffixDrafter` per
+sequence, all sharing one :class:`~ngramdraft.caches.requests.RequestMemory`.
+Each sequence is drafted by its own kernel call, one after another (the
+llama.cpp rules' batch drafts every row in one call; the suffix rules' state
+is not yet laid out for that).
+"""
+
+from collections.abc import Hashable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..caches.requests import RequestMemory
+from ..errors import InvalidParameterError, UnknownSequenceError
+from ..validation import check_int
+from .base import check_new_sequence, flatten_tokens, sync_arguments
+from .suffix import MAX_DRAFT, SuffixDrafter, suffix_drafter
+
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike
+
+
+class SuffixBatchDrafter:
+    """BatchDrafter's interface over SuffixDrafters (see the module's doc)."""
+
+    def __init__(
+        self,
+        static: object = None,
+        dynamic: RequestMemory | None = None,
+        n_draft: int = 8,
+        ngram_min: int = 1,
+        ngram_max: int = 4,
+        max_seqs: int = 256,
+        **options: Any,
+    ) -> None:
+        self.max_seqs = check_int(max_seqs, "max_seqs", 1, 1 << 20)
+        self.n_draft = check_int(n_draft, "n_draft", 1, MAX_DRAFT)
+        first = suffix_drafter(static, dynamic, n_draft, ngram_min, ngram_max, **options)
+        self.static, self.dynamic = None, first.dynamic
+        self._make = lambda: SuffixDrafter(None, first.dynamic, n_draft, **options)
+        self._spare: list[SuffixDrafter] = [first]
+        self._active: dict[Hashable, SuffixDrafter] = {}
+
+    def __len__(self) -> int:
+        return len(self._active)
+
+    def __contains__(self, seq_id: object) -> bool:
+        return seq_id in self._active
+
+    def add(self, seq_id: Hashable, prompt_tokens: "ArrayLike") -> None:
+        """Start sequence ``seq_id`` with its prompt."""
+        room = len(self._active) < self.max_seqs
+        check_new_sequence(seq_id, self._active, room, self.max_seqs)
+        drafter = self._spare.pop() if self._spare else self._make()
+        try:
+            drafter.start(prompt_tokens)
+        except BaseException:
+            self._spare.append(drafter)
+            raise
+        self._active[seq_id] = drafter
+
+    def draft(self, seq_ids: Sequence[Hashable]) -> tuple[np.ndarray, np.ndarray]:
+        """(tokens, lengths): row i holds lengths[i] drafted tokens for seq_ids[i] (int32)."""
+        drafters = self._drafters(seq_ids)
+        out = np.zeros((len(drafters), self.n_draft), dtype=np.int32)
+        lengths = np.zeros(len(drafters), dtype=np.int32)
+        for i, drafter in enumerate(drafters):
+            d = drafter.draft()
+            out[i, : len(d)] = d
+            lengths[i] = len(d)
+        return out, lengths
+
+    def accept(
+        self,
+        seq_ids: Sequence[Hashable],
+        tokens: "Sequence[ArrayLike] | np.ndarray",
+        lengths: "ArrayLike | None" = None,
+    ) -> None:
+        """Append each sequence's verified tokens, as BatchDrafter.accept."""
+        drafters = self._drafters(seq_ids)
+        flat, offsets = flatten_tokens(tokens, lengths, len(drafters))
+        for i, drafter in enumerate(drafters):
+            drafter.accept(flat[offsets[i] : offsets[i + 1]])
+
+    def sync(
+        self,
+        seq_ids: Sequence[Hashable],
+        token_ids: np.ndarray,
+        lengths: "ArrayLike",
+        rows: "ArrayLike | None" = None,
+    ) -> np.ndarray:
+        """Follow sequences an engine hands over whole, as BatchDrafter.sync."""
+        drafters = self._drafters(seq_ids)
+        token_ids, lengths, rows = sync_arguments(len(drafters), token_ids, lengths, rows)
+        mismatch = np.zeros(len(drafters), dtype=bool)
+        for i, drafter in enumerate(drafters):
+            row = token_ids[rows[i], : lengths[i]]
+            n = drafter._n
+            if (
+                len(row) < n
+                or row.min(initial=0) < 0
+                or not np.array_equal(row[:n], drafter.tokens)
+            ):
+                mismatch[i] = True
+            elif len(row) > n:
+                drafter.accept(row[n:])
+        return mismatch
+
+    def rewind(self, seq_id: Hashable, n: int) -> None:
+        """Remove sequence ``seq_id``'s last n tokens, as Drafter.rewind."""
+        self._drafters([seq_id])[0].rewind(n)
+
+    def finish(self, seq_id: Hashable) -> None:
+        """End sequence ``seq_id``: remember it among the earlier requests."""
+        drafter = self._drafters([seq_id])[0]
+        del self._active[seq_id]
+        self._spare.append(drafter)
+        drafter.finish()
+
+    def flush(self) -> None:
+        """Nothing to save: earlier requests live in memory."""
+
+    def tokens(self, seq_id: Hashable) -> np.ndarray:
+        """Sequence ``seq_id`` so far, a copy."""
+        return self._drafters([seq_id])[0].tokens
+
+    def _drafters(self, seq_ids: Sequence[Hashable]) -> list[SuffixDrafter]:
+        try:
+            drafters = [self._active[i] for i in seq_ids]
+        except KeyError as e:
+            raise UnknownSequenceError(
+                f"unknown sequence id {e.args[0]!r}: add() it first"
+            ) from None
+        if len(set(map(id, drafters))) != len(drafters):
+            raise InvalidParameterError("seq_ids lists a sequence twice: give each id once")
+        return drafters

@@ -1,0 +1,168 @@
+"""The suffix rules (opt-in, ``rules="suffix"``): copy what followed the longest earlier match.
+
+Specified in ``docs/suffix.md`` (with the measurements behind each
+constant); in short, at each step:
+
+1. **Match.** The longest suffix of the sequence (up to ``MAX_MATCH``
+   tokens) that occurred earlier in the sequence, and the longest that
+   occurred in the earlier requests; the longer wins, the sequence on a tie.
+   Among equally long occurrences, the one whose continuation is where the
+   pointer stands (below), else the latest.
+2. **Follow.** While the pointer's source has proved itself (``PROVEN``
+   tokens accepted, at most ``RESYNC_MISSES`` missed in a row) and no match
+   of ``TRUST`` tokens says otherwise, draft from the source near the
+   pointer: the end of the sequence matched within ``WINDOW`` positions of
+   it (an edit that inserted or dropped a few tokens leaves the copy a few
+   positions off), else the pointer itself (an edit that replaced a token
+   by one of the same length leaves it in step).
+3. **Jump.** Otherwise draft from the longest match if it is at least
+   ``min_match`` long. A jump to a new place is a guess: a sequence whose
+   jumps have mostly missed (their first token right in fewer than
+   ``RELIABLE`` of them, counting one hit and one miss beforehand) jumps
+   only on a match of ``LONG`` tokens or more. On prose, chance matches of
+   two to five tokens are right about one time in seven whatever their
+   length, while on code and edits they are right more often than not.
+4. **Draft** up to ``n_draft`` tokens of what follows, one path; in the
+   sequence a copy may run into the tokens it is drafting, as LZ77's does,
+   so a repetition drafts its period again.
+
+The pointer is the position in its source standing for the next token. It
+moves one position with every accepted token, whether or not the token
+equalled the source's, and is dropped after ``RESYNC_MISSES`` misses in a
+row.
+
+The state a step reads and updates (int64 words):
+
+=====  ========  ====================================================
+0      N         tokens in the sequence
+1      MEM_N     tokens in the earlier requests' index
+2      FROM      the pointer's source: NONE, SEQ or MEM
+3      POINTER   the position in that source standing for the next token
+4      AGREED    accepted tokens equal to the source's since it was set
+5      MISSES    accepted tokens in a row not equal to the source's
+6      FRESH     1 until the first token after a jump is accepted
+7      JUMPS     jumps judged so far in the sequence
+8      LANDED    of those, the ones whose first token was right
+9-10             n_draft, min_match
+=====  ========  ====================================================
+"""
+
+from numba import njit
+
+from ..kernels.chains import file_positions, longest_match, match_near
+
+N, MEM_N, FROM, POINTER, AGREED, MISSES, FRESH, JUMPS, LANDED, N_DRAFT, MIN_MATCH = range(11)
+STATE_WORDS = 11
+NONE, SEQ, MEM = 0, 1, 2
+
+MIN_MATCH_DEFAULT = 2
+PROVEN = 4
+RESYNC_MISSES = 4
+TRUST = 4
+WINDOW = 8
+LONG = 8
+RELIABLE = 0.3
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _copy(text, tn, start, out, k, overlap):
+    """Up to k tokens of text from start into out; past tn, from out itself if overlap."""
+    d = 0
+    while d < k:
+        p = start + d
+        if p < tn:
+            t = text[p]
+        elif overlap:
+            t = out[p - tn]
+        else:
+            break
+        if t < 0:  # a separator between earlier requests
+            break
+        out[d] = t
+        d += 1
+    return d
+
+
+@njit(cache=True, nogil=True)
+def draft_step(seq, seq_prev, seq_head, mem, mem_prev, mem_head, sizes, st, out, limits):
+    """Draft into out for the sequence seq[:st[N]]; returns the count drafted.
+
+    ``sizes`` and ``limits`` (max_match, max_chain) configure the chains of
+    both indexes (``caches/positions.py``).
+    """
+    n, k = st[N], st[N_DRAFT]
+    max_match, max_chain = limits[0], limits[1]
+    src = st[FROM]
+    near_seq = st[POINTER] if src == SEQ else -1
+    near_mem = st[POINTER] if src == MEM else -1
+    j, length = longest_match(
+        seq, n - 1, sizes, seq_prev, seq_head, seq, n, max_match, max_chain, near_seq
+    )
+    jm, length_m = longest_match(
+        mem, st[MEM_N] - 1, sizes, mem_prev, mem_head, seq, n, max_match, max_chain, near_mem
+    )
+    where, start = NONE, -1
+    if length_m > length:
+        j, length, where = jm, length_m, MEM
+    elif length > 0:
+        where = SEQ
+    if src != NONE and st[AGREED] >= PROVEN and st[MISSES] <= RESYNC_MISSES and length < TRUST:
+        text, tn = (seq, n - 1) if src == SEQ else (mem, st[MEM_N] - 1)
+        e, near_len = match_near(text, tn, seq, n, st[POINTER] - 1, WINDOW, max_match)
+        if near_len > 0:
+            where, start = src, e + 1
+        else:
+            where, start = src, st[POINTER]
+    elif where != NONE and length >= st[MIN_MATCH]:
+        start = j + 1
+        if src != where or start != st[POINTER]:  # a jump: the new source has proved nothing
+            if length < LONG and (st[LANDED] + 1) < RELIABLE * (st[JUMPS] + 2):
+                return 0
+            st[FROM], st[AGREED], st[MISSES], st[FRESH] = where, 0, 0, 1
+    else:
+        return 0
+    st[POINTER] = start
+    if where == SEQ:
+        return _copy(seq, n, start, out, k, True)
+    return _copy(mem, st[MEM_N], start, out, k, False)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _at(seq, mem, st, src, p):
+    """The pointer's source token at p (-1 past the earlier requests' end)."""
+    if src == SEQ:
+        return seq[p]  # p is below the position of the token it stands for
+    return mem[p] if p < st[MEM_N] else -1
+
+
+@njit(cache=True, nogil=True)
+def follow(seq, mem, st, new):
+    """Move the pointer over the accepted tokens ``new`` (already appended to seq at st[N])."""
+    src = st[FROM]
+    if src == NONE or new.shape[0] == 0:
+        return
+    p = st[POINTER]
+    if st[FRESH]:  # the first token after a jump: did it land?
+        st[FRESH] = 0
+        st[JUMPS] += 1
+        st[LANDED] += _at(seq, mem, st, src, p) == new[0]
+    for t in new:
+        if _at(seq, mem, st, src, p) == t:
+            st[AGREED] += 1
+            st[MISSES] = 0
+        else:
+            st[MISSES] += 1
+        p += 1
+    if st[MISSES] > RESYNC_MISSES or _at(seq, mem, st, src, p) < 0:
+        st[FROM] = NONE  # lost its place, or past that request's end
+    st[POINTER] = p
+
+
+@njit(cache=True, nogil=True)
+def accept_step(seq, seq_prev, seq_head, sizes, st, mem, new):
+    """Append new to the sequence (the caller made room), file its positions, follow them."""
+    n = st[N]
+    seq[n : n + new.shape[0]] = new
+    file_positions(seq, sizes, seq_prev, seq_head, n, n + new.shape[0])
+    follow(seq, mem, st, new)
+    st[N] = n + new.shape[0]

@@ -1,0 +1,121 @@
+"""The suffix rules restated from docs/suffix.md in plain Python, by brute force.
+
+No hashing, no chains: every earlier position is tried. The kernels must
+draft exactly this wherever their chains hold every occurrence (fewer than
+MAX_CHAIN per n-gram size, which the tests' streams ensure).
+"""
+
+from ngramdraft.caches.positions import MAX_MATCH
+from ngramdraft.rules import suffix as R
+
+
+def longest(text, limit, pattern, near):
+    """(end, length): the longest match of pattern's suffix ending before limit (>= 2 tokens).
+
+    Ties: the end whose continuation is nearest ``near`` (>= 0), else the latest.
+    """
+    best, best_len, best_gap = -1, 0, None
+    for j in range(limit - 1, -1, -1):
+        n = 0
+        while n < MAX_MATCH and n <= j and n < len(pattern) and text[j - n] == pattern[-1 - n]:
+            n += 1
+        if n < 2:
+            continue
+        gap = abs(j + 1 - near) if near >= 0 else 0
+        if n > best_len or (n == best_len and gap < best_gap):
+            best, best_len, best_gap = j, n, gap
+    return best, best_len
+
+
+def near_match(text, limit, pattern, center):
+    """The longest match of pattern's suffix ending within WINDOW of center, nearest first."""
+    best, best_len = -1, 0
+    for step in range(2 * R.WINDOW + 1):
+        j = center + (step + 1) // 2 if step % 2 else center - step // 2
+        if not 0 <= j < limit:
+            continue
+        n = 0
+        while n < MAX_MATCH and n <= j and n < len(pattern) and text[j - n] == pattern[-1 - n]:
+            n += 1
+        if n > best_len:
+            best, best_len = j, n
+    return best, best_len
+
+
+class Reference:
+    """One sequence, drafted by the suffix rules; ``memory`` is the earlier requests' tokens."""
+
+    def __init__(self, n_draft, min_match=R.MIN_MATCH_DEFAULT, memory=()):
+        self.k, self.min_match, self.mem = n_draft, min_match, list(memory)
+        self.seq = []
+        self.src = None  # "seq" or "mem"
+        self.pointer = self.agreed = self.misses = self.jumps = self.landed = 0
+        self.fresh = False
+
+    def text(self, src):
+        return self.seq if src == "seq" else self.mem
+
+    def start(self, prompt):
+        self.seq, self.src = list(prompt), None
+        self.jumps = self.landed = 0
+
+    def draft(self):
+        n = len(self.seq)
+        j, length = longest(self.seq, n - 1, self.seq, self.pointer if self.src == "seq" else -1)
+        jm, lm = longest(
+            self.mem, len(self.mem) - 1, self.seq, self.pointer if self.src == "mem" else -1
+        )
+        where = None
+        if lm > length:
+            j, length, where = jm, lm, "mem"
+        elif length > 0:
+            where = "seq"
+        proven = self.agreed >= R.PROVEN and self.misses <= R.RESYNC_MISSES
+        if self.src is not None and proven and length < R.TRUST:
+            text = self.text(self.src)
+            limit = n - 1 if self.src == "seq" else len(self.mem) - 1
+            e, m = near_match(text, limit, self.seq, self.pointer - 1)
+            where, start = self.src, (e + 1 if m > 0 else self.pointer)
+        elif where is not None and length >= self.min_match:
+            start = j + 1
+            if where != self.src or start != self.pointer:
+                if length < R.LONG and self.landed + 1 < R.RELIABLE * (self.jumps + 2):
+                    return []
+                self.src, self.agreed, self.misses, self.fresh = where, 0, 0, True
+        else:
+            return []
+        self.pointer = start
+        out = []
+        for d in range(self.k):
+            p = start + d
+            if where == "seq":
+                t = self.seq[p] if p < n else out[p - n]
+            else:
+                t = self.mem[p] if p < len(self.mem) else -1
+            if t < 0:
+                break
+            out.append(t)
+        return out
+
+    def at(self, p):
+        text = self.text(self.src)
+        return text[p] if p < len(text) else -1
+
+    def accept(self, tokens):
+        self.seq.extend(tokens)
+        if self.src is None or not tokens:
+            return
+        p = self.pointer
+        if self.fresh:
+            self.fresh = False
+            self.jumps += 1
+            self.landed += self.at(p) == tokens[0]
+        for t in tokens:
+            if self.at(p) == t:
+                self.agreed, self.misses = self.agreed + 1, 0
+            else:
+                self.misses += 1
+            p += 1
+        if self.misses > R.RESYNC_MISSES or self.at(p) < 0:
+            self.src = None
+        self.pointer = p

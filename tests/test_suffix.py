@@ -1,0 +1,236 @@
+"""The suffix rules: the kernels against the brute-force reference; the drafter."""
+
+import json
+
+import numpy as np
+import pytest
+
+from ngramdraft import BatchDrafter, Drafter, InvalidParameterError, NgramCache, VocabularyError
+from ngramdraft.caches.positions import MAX_MATCH, PositionIndex
+from ngramdraft.caches.requests import RequestMemory
+from ngramdraft.drafting.policy import CostAwareLength
+from ngramdraft.drafting.suffix import SuffixDrafter
+from suffix_reference import Reference
+
+
+def edited(rng, base, rate=0.03):
+    """base with tokens replaced, inserted and dropped here and there (as an edit would)."""
+    out = []
+    for t in base:
+        r = rng.random()
+        if r < rate:
+            out.append(int(rng.integers(0, 40)))  # replaced
+        elif r < 2 * rate:
+            out.extend([t, int(rng.integers(0, 40))])  # inserted after
+        elif r >= 3 * rate:
+            out.append(t)  # (else dropped)
+    return out
+
+
+def teacher_forced(drafter, prompt, output):
+    """Drafts at every step, accepting the right prefix of each plus one true token."""
+    drafts, i = [], 0
+    drafter.start(prompt)
+    while i < len(output):
+        d = [int(t) for t in drafter.draft()]
+        drafts.append(d)
+        a = 0
+        while a < len(d) and i + a < len(output) and d[a] == output[i + a]:
+            a += 1
+        drafter.accept(list(output[i : i + a + 1]))
+        i += a + 1
+    return drafts
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_drafts_equal_the_reference(seed):
+    rng = np.random.default_rng(seed)
+    k = int(rng.choice([1, 4, 8, 16]))
+    memory = RequestMemory()
+    mem_tokens = []
+    for _ in range(3):  # requests: an old text, then its edited copy
+        base = [int(t) for t in rng.integers(0, 40, int(rng.integers(20, 200)))]
+        prompt, output = [1, 2, 3, *base, 4], edited(rng, base)
+        ours = teacher_forced(Drafter(n_draft=k, rules="suffix", dynamic=memory), prompt, output)
+        ref = teacher_forced(Reference(k, memory=mem_tokens), prompt, output)
+        assert ours == ref
+        mem_tokens += [*prompt, *output, -1]
+        memory.add(prompt + output)
+        memory.index._check()
+
+
+def test_repetition_drafts_its_period_again():
+    d = Drafter(n_draft=10, rules="suffix")
+    d.start([7, 8, 9, 7, 8, 9, 7, 8])
+    assert d.draft().tolist() == [9, 7, 8, 9, 7, 8, 9, 7, 8, 9]
+
+
+def test_an_edited_token_keeps_the_copy_in_step():
+    old = list(range(100, 140))
+    d = Drafter(n_draft=8, rules="suffix")
+    d.start([*old, 1, *old[:2]])
+    assert d.draft().tolist() == old[2:10]  # a jump to the old text
+    d.accept(old[2:12])
+    d.accept([999])  # one token replaced: no match ends with it
+    assert d.draft().tolist() == old[13:21]
+
+
+def test_the_worked_example_of_docs_suffix_md():
+    d = Drafter(n_draft=4, rules="suffix")
+    d.start([10, 11, 12, 13, 14, 15, 10, 11])
+    assert d.draft().tolist() == [12, 13, 14, 15]
+    d.accept([12, 13, 99])
+    assert d.draft().tolist() == []
+
+
+def test_position_index_stress_keeps_its_invariants():
+    rng = np.random.default_rng(5)
+    index, held = PositionIndex(), []
+    for _ in range(300):
+        op = rng.random()
+        if op < 0.6:
+            new = rng.integers(-1, 12, int(rng.integers(1, 40))).astype(np.int32)
+            index.append(new)
+            held += new.tolist()
+        elif op < 0.95:
+            k = int(rng.integers(0, len(held) + 1))
+            index.rewind(k)
+            held = held[: len(held) - k]
+        else:
+            index.clear()
+            held = []
+        assert index.tokens.tolist() == held
+        index._check()
+
+
+def test_rewind_drafts_as_a_fresh_start():
+    rng = np.random.default_rng(3)
+    tokens = rng.integers(0, 30, 400).tolist()
+    a = Drafter(n_draft=8, rules="suffix")
+    a.start(tokens[:300])
+    a.accept(tokens[300:])
+    a.rewind(100)
+    b = Drafter(n_draft=8, rules="suffix")
+    b.start(tokens[:300])
+    a._index._check()
+    for t in tokens[300:340]:
+        assert a.draft().tolist() == b.draft().tolist()
+        a.accept([t])
+        b.accept([t])
+    assert a.tokens.tolist() == b.tokens.tolist()
+
+
+def test_request_memory_evicts_the_oldest_whole_sequences():
+    memory = RequestMemory(max_tokens=100)
+    for i in range(10):
+        memory.add([i] * 30)
+        memory.index._check()
+        held = memory.index.tokens.tolist()
+        assert len(held) <= 100 and held[-1] == -1 and held[-31:-1] == [i] * 30
+        firsts = {held[0]} | {held[j + 1] for j in range(len(held) - 1) if held[j] == -1}
+        assert firsts == {t for t in held if t >= 0}  # whole sequences only
+    too_long = list(range(500))
+    memory.add(too_long)
+    assert memory.index.tokens.tolist() == [*too_long[-99:], -1]
+
+
+def test_earlier_requests_are_shared_and_drafted_from():
+    memory = RequestMemory()
+    template = list(range(200, 260))
+    first = Drafter(n_draft=8, rules="suffix", dynamic=memory)
+    first.start([1, 2])
+    first.accept(template)
+    first.finish()
+    second = Drafter(n_draft=8, rules="suffix", dynamic=memory)
+    second.start([5, 6, *template[:5]])
+    assert second.draft().tolist() == template[5:13]
+
+
+def test_policy_and_sync_work_as_with_llamacpp_rules():
+    d = Drafter(n_draft=8, rules="suffix", policy=CostAwareLength([1.0] + [1.05] * 8))
+    seq = [1, 2, 3, 4, 5, 6, 7, 8, 9, 1, 2, 3]
+    assert d.sync(seq) is False
+    assert d.sync([*seq, 4]) is True
+    assert 0 < len(d.draft()) <= 8
+    assert d.tokens.tolist() == [*seq, 4]
+
+
+def test_no_draft_holds_a_token_the_sequence_and_memory_lack():
+    rng = np.random.default_rng(9)
+    memory = RequestMemory()
+    memory.add(rng.integers(0, 50, 500).tolist())
+    d = Drafter(n_draft=16, rules="suffix", dynamic=memory)
+    d.start(rng.integers(0, 50, 300).tolist())
+    seen = set(d.tokens.tolist()) | set(memory.index.tokens.tolist())
+    for t in rng.integers(0, 50, 300).tolist():
+        assert set(d.draft().tolist()) <= seen
+        d.accept([t])
+        seen.add(t)
+
+
+def test_bad_arguments_get_named_errors():
+    with pytest.raises(InvalidParameterError, match="unknown rule set"):
+        Drafter(rules="vllm")
+    with pytest.raises(InvalidParameterError, match="static"):
+        Drafter(static=NgramCache(), rules="suffix")
+    with pytest.raises(InvalidParameterError, match="RequestMemory"):
+        Drafter(dynamic=NgramCache(), rules="suffix")
+    with pytest.raises(InvalidParameterError, match="ngram_min"):
+        Drafter(None, None, 8, 2, rules="suffix")
+    with pytest.raises(InvalidParameterError, match="save_every"):
+        Drafter(rules="suffix", save_every=5)
+    with pytest.raises(InvalidParameterError, match="min_match"):
+        Drafter(rules="suffix", min_match=1)
+    with pytest.raises(InvalidParameterError, match="min_match"):
+        Drafter(rules="suffix", min_match=MAX_MATCH + 1)
+    d = Drafter(rules="suffix")
+    assert isinstance(d, SuffixDrafter)
+    d.start([5, 6, 70000])
+    d.finish()
+    with pytest.raises(VocabularyError, match="70000"):
+        d.check_vocabulary(32000)
+    d.check_vocabulary(70001)
+
+
+def test_batch_drafts_as_one_drafter_per_sequence():
+    rng = np.random.default_rng(4)
+    batch = BatchDrafter(n_draft=6, rules="suffix")
+    memory = RequestMemory()
+    singles = {}
+    for i in range(4):
+        prompt = rng.integers(0, 12, 60).tolist()
+        batch.add(i, prompt)
+        singles[i] = Drafter(n_draft=6, rules="suffix", dynamic=memory)
+        singles[i].start(prompt)
+    ids = list(singles)
+    for _ in range(40):
+        tokens, lengths = batch.draft(ids)
+        for i, row, n in zip(ids, tokens, lengths, strict=True):
+            assert row[:n].tolist() == singles[i].draft().tolist()
+        new = [rng.integers(0, 12, int(rng.integers(1, 4))).tolist() for _ in ids]
+        batch.accept(ids, new)
+        for i, t in zip(ids, new, strict=True):
+            singles[i].accept(t)
+    table = np.zeros((4, 400), dtype=np.int32)
+    for r, i in enumerate(ids):
+        held = singles[i].tokens
+        table[r, : len(held)] = held
+    lengths = [len(singles[i].tokens) for i in ids]
+    assert not batch.sync(ids, table, lengths).any()
+    table[0, 0] += 1
+    assert batch.sync(ids, table, lengths).tolist() == [True, False, False, False]
+    batch.finish(0)
+    assert 0 not in batch and len(batch) == 3
+
+
+def test_replay_cli_takes_the_suffix_rules(cli, tmp_path):
+    rng = np.random.default_rng(2)
+    base = rng.integers(0, 100, 600)
+    path = tmp_path / "t.i32"
+    np.concatenate([base, base, base]).astype("<i4").tofile(path)
+    status, out, err = cli("replay", path, "--n-ctx", 512, "--rules", "suffix", "--json")
+    assert status == 0, err
+    figures = json.loads(out)
+    assert figures["n_accept"] > 500 and figures["n_predict"] == 1536
+    status, out, err = cli("replay", path, "--rules", "suffix", "--dynamic", tmp_path / "d.ngd")
+    assert status != 0 and len(err.strip().splitlines()) == 1 and "--dynamic" in err
