@@ -15,7 +15,7 @@ sequence of n tokens holds between 40n and 80n bytes.
 
 import numpy as np
 
-from ..kernels.chains import file_positions, longest_match, unfile_positions
+from ..kernels.chains import file_positions, unfile_positions
 
 SIZES = np.array([2, 4, 8], dtype=np.int64)
 MAX_MATCH = 64  # tokens a match is measured back over: longer ones tie
@@ -39,10 +39,6 @@ class PositionIndex:
     def tokens(self) -> np.ndarray:
         """The tokens held (a view: valid until the next append)."""
         return self.text[: self.n]
-
-    @property
-    def nbytes(self) -> int:
-        return self.text.nbytes + self.prev.nbytes + self.head.nbytes
 
     def clear(self) -> None:
         """Forget every token (the arrays are kept for the next sequence)."""
@@ -72,12 +68,6 @@ class PositionIndex:
         """Remove the last ``k`` tokens (0 <= k <= n) as if never appended."""
         unfile_positions(self.text, SIZES, self.prev, self.head, self.n - k, self.n)
         self.n -= k
-
-    def longest(self, pattern: np.ndarray, pn: int, limit: int, near: int = -1) -> tuple[int, int]:
-        """kernels/chains.longest_match over these tokens: (end, length), end -1 if none."""
-        return longest_match(
-            self.text, limit, SIZES, self.prev, self.head, pattern, pn, MAX_MATCH, MAX_CHAIN, near
-        )
 
     def _check(self) -> None:
         """Invariants (tests call this after every mutation): chains equal a fresh filing."""

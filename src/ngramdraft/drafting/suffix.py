@@ -113,7 +113,6 @@ class SuffixDrafter(SequenceDrafter):
     def start(self, prompt_tokens: "ArrayLike") -> None:
         """Begin a sequence with its prompt."""
         prompt = as_tokens(prompt_tokens, "prompt_tokens")
-        self._index.n = self._n
         self._index.clear()
         self._index.reserve(2 * (len(prompt) + REPLY_ROOM))  # no refile for a while
         self._st[R.N] = 0
@@ -160,7 +159,6 @@ class SuffixDrafter(SequenceDrafter):
     def _append(self, new: np.ndarray) -> None:
         index = self._index
         if self._n + len(new) > len(index.text):
-            index.n = self._n
             index.reserve(self._n + len(new))
         memory = self.dynamic
         with memory.lock:
