@@ -105,6 +105,23 @@ def static_cache(mb):
     return StaticCache.open(path), built
 
 
+def suffix_corpus(mb):
+    """(path of the mb-MB prefix's suffix file, build seconds or None if it was cached)."""
+    from ngramdraft.build.corpus import Corpus
+    from ngramdraft.build.suffixes import build_suffixes
+
+    path = DATA / (f"suffix-{mb}MB-text.ngd" if QUICK else f"suffix-{mb}M.ngd")
+    built = None
+    if not _readable(path):
+        tokens = DATA / f"suffix-{mb}M.{TOKENIZER}.i32"
+        prefix_tokens(mb).tofile(tokens)
+        t0 = time.perf_counter()
+        build_suffixes(Corpus.of([tokens], TOKENIZER), path)
+        built = time.perf_counter() - t0
+        tokens.unlink()
+    return path, built
+
+
 def _readable(path):
     """False for a missing file or one an older ngramdraft wrote (rebuilt, not failed on)."""
     try:

@@ -14,6 +14,12 @@ Drafters, each through its own code:
 
 * ``llama.cpp``: ngramdraft's ``Drafter`` (llama.cpp's rules bit for bit),
   one dynamic cache carried across a workload's requests as a server keeps it;
+  ``llama.cpp+static`` adds the training corpus's 2-gram cache;
+* ``suffix``: ``Drafter(rules="suffix")``, earlier requests remembered;
+  ``suffix-sequence`` forgets them at each request; ``suffix+corpus`` adds
+  the training corpus's suffix file (``build-static --suffix``);
+* ``suffixdecoding``: arctic-inference's ``SuffixDecodingCache`` as vLLM's
+  ``suffix`` method calls it (``benchmarks/suffix_decoding.py`` builds it);
 * ``vllm-ngram``: vLLM's ``ngram`` proposer function, longest match of 3 to 24
   tokens (``_find_longest_matched_ngram_and_propose_tokens``, the function its
   ``NgramProposer`` calls per request);
@@ -24,7 +30,9 @@ Drafters, each through its own code:
   copies from the sequence could draft (a drafter that remembers earlier
   requests can pass it on templated work).
 
-Workloads: ``benchmarks/e2e.py``'s three. Quality is deterministic; costs
+Workloads: ``benchmarks/e2e.py``'s three and ``real-edit`` (``edits.py``);
+the corpus is the Gutenberg training text (541 MB; ``--quick``: 25 MB), the
+open-ended text held out from it. Quality is deterministic; costs
 are medians over rounds with their ranges, each (drafter, round) a fresh
 process, interleaved. Results go to ``benchmarks/results/STAMP-drafting.{md,json}``.
 
@@ -41,9 +49,15 @@ from pathlib import Path
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+import corpora  # noqa: E402
+
+CORPUS_MB = corpora.FULL_MB  # the corpus of the +static and +corpus drafters (--quick: 25)
 DRAFTERS = (
     "llama.cpp",
+    "llama.cpp+static",
     "suffix",
+    "suffix+corpus",
     "suffix-sequence",
     "suffixdecoding",
     "vllm-ngram",
@@ -72,6 +86,16 @@ class LlamaRules:
         self.drafter.finish()
 
 
+class LlamaStatic(LlamaRules):
+    """llama.cpp's rules with the corpus's 2-gram cache (llama-lookup's -lcs)."""
+
+    def __init__(self, k):
+        from ngramdraft import Drafter, NgramCache
+
+        static, _ = corpora.static_cache(CORPUS_MB)
+        self.drafter = Drafter(static=static, dynamic=NgramCache(), n_draft=k)
+
+
 class SuffixRules(LlamaRules):
     """ngramdraft's suffix rules, earlier requests remembered across the workload's requests."""
 
@@ -79,6 +103,16 @@ class SuffixRules(LlamaRules):
         from ngramdraft import Drafter
 
         self.drafter = Drafter(n_draft=k, rules="suffix")
+
+
+class SuffixCorpus(LlamaRules):
+    """The suffix rules with the corpus's suffix file (``build-static --suffix``)."""
+
+    def __init__(self, k):
+        from ngramdraft import Drafter
+
+        path, _ = corpora.suffix_corpus(CORPUS_MB)
+        self.drafter = Drafter(n_draft=k, rules="suffix", static=str(path))
 
 
 class SuffixSequence(SuffixRules):
@@ -187,7 +221,9 @@ def run(workload, drafter_name, k, requests):
     """Teacher-forced figures of one drafter on one workload at cap k."""
     makers = {
         "llama.cpp": LlamaRules,
+        "llama.cpp+static": LlamaStatic,
         "suffix": SuffixRules,
+        "suffix+corpus": SuffixCorpus,
         "suffix-sequence": SuffixSequence,
         "suffixdecoding": SuffixDecoding,
         "vllm-ngram": VllmNgram,
@@ -308,15 +344,21 @@ def main():
     ap.add_argument("--child", nargs=2, metavar=("DRAFTER", "N"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     workloads = ("open-ended", "edit", "templated", "real-edit")
+    if args.quick:
+        global CORPUS_MB
+        corpora.QUICK, CORPUS_MB = True, 25
     if args.child:
         child(args.child[0], int(args.child[1]), workloads)
         return
+    corpora.static_cache(CORPUS_MB)  # built once, before any child's clock
+    corpora.suffix_corpus(CORPUS_MB)
     args.tokens = args.tokens or (500 if args.quick else 2000)
     rounds_rows = []
     for round_ in range(args.rounds):
         # The ceiling is deterministic and untimed: the first round is enough.
         for d in DRAFTERS if round_ == 0 else DRAFTERS[:-1]:
             cmd = [sys.executable, __file__, "--child", d, str(args.tokens)]
+            cmd += ["--quick"] if args.quick else []
             done = subprocess.run(cmd, capture_output=True, text=True, check=True)
             rounds_rows.append(json.loads(done.stdout.strip().splitlines()[-1]))
     rows = summarize(rounds_rows)

@@ -2,7 +2,7 @@
 
     python tests/fuzzcases.py BASE_DIR KIND FIRST COUNT
 
-runs cases FIRST .. FIRST+COUNT-1 of one kind (static, dynamic, lookup) in
+runs cases FIRST .. FIRST+COUNT-1 of one kind (static, dynamic, lookup, suffix) in
 this process, printing ``start N`` before case N and ``done N OUTCOME`` after
 it, so that the parent can tell which case a crash or a hang happened in.
 An outcome is ``ok`` (the file worked), ``named:<Error>`` (a named error), or
@@ -27,19 +27,30 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from hostile.mutations import forge, rehash, section
 from ngramdraft import Drafter, NgramCache, NgramdraftError, StaticCache, replay
+from ngramdraft.build.corpus import Corpus
+from ngramdraft.build.suffixes import build_suffixes
+from ngramdraft.caches.corpus import SuffixCorpus
 from ngramdraft.cli import main as cli_main
-from ngramdraft.files.ngd import SECTIONS
+from ngramdraft.drafting.replay import replay_suffix
+from ngramdraft.files.ngd import KIND_SUFFIX, SECTIONS, SECTIONS_OF, SLOTS
 
-KINDS = {"static": "static.ngd", "dynamic": "dynamic.ngd", "lookup": "lookup.bin"}
+KINDS = {
+    "static": "static.ngd",
+    "dynamic": "dynamic.ngd",
+    "lookup": "lookup.bin",
+    "suffix": "suffix.ngd",
+}
 EXTREMES = (0, 1, 2, 7, 2**31 - 1, 2**31, 2**32 - 1, 2**63 - 1, 2**64 - 1)
 # Header fields past the magic (docs/format.md): u32 at 8..27, u64 at 28..95,
 # then the section table (u64 offset, size, checksum, reserved per section).
 U32_FIELDS = (8, 12, 16, 20, 24)
-U64_FIELDS = tuple(range(28, 96, 8)) + tuple(96 + 32 * i + j for i in range(7) for j in (0, 8))
+U64_FIELDS = tuple(range(28, 96, 8)) + tuple(
+    96 + 32 * i + j for i in range(len(SLOTS)) for j in (0, 8)
+)
 
 
 def make_bases(directory):
-    """The three base files of a fuzz run, built from one seeded stream."""
+    """The base files of a fuzz run, built from one seeded stream."""
     rng = np.random.default_rng(7)
     stream = np.concatenate([rng.integers(0, 40, 1500), np.tile(np.arange(40, 60), 40)])
     stream = stream.astype(np.int32)
@@ -49,6 +60,12 @@ def make_bases(directory):
     dyn.update(stream)
     dyn.save(directory / KINDS["dynamic"])
     dyn.save(directory / KINDS["lookup"], "llamacpp")
+    half = len(stream) // 2  # two token files: the suffix file holds a separator
+    stream[:half].tofile(directory / "a.i32")
+    stream[half:].tofile(directory / "b.i32")
+    build_suffixes(
+        Corpus.of([directory / "a.i32", directory / "b.i32"]), directory / KINDS["suffix"]
+    )
     np.save(directory / "stream.npy", stream)
 
 
@@ -76,7 +93,8 @@ def mutate(raw, kind, seed):
             value = (0, 1, -1, -2, 2**31 - 1, -(2**31), 1000, 5)[int(rng.integers(0, 8))]
             struct.pack_into("<i", raw, 4 * int(rng.integers(0, words)), value)
     else:  # a section body overwritten, every checksum forged
-        name = str(rng.choice(SECTIONS[1:]))
+        names = SECTIONS_OF[KIND_SUFFIX] if kind == "suffix" else SECTIONS
+        name = str(rng.choice(names[1:]))
         offset, size = section(raw, name)
         if size:
             for _ in range(int(rng.integers(1, 6))):
@@ -137,6 +155,8 @@ def exercise(path, kind, stream, out):
         except NgramdraftError as e:
             named.append(type(e).__name__)
 
+    if kind == "suffix":
+        return _exercise_suffix(path, stream, out, step, named)
     if kind == "static":
         cache = StaticCache.open(path)  # a named error here ends the case
         top = cache.header.max_token
@@ -171,15 +191,39 @@ def exercise(path, kind, stream, out):
     return named
 
 
+def _exercise_suffix(path, stream, out, step, named):
+    """exercise() for a suffix file: the suffix rules' paths, and the 2-gram paths refusing it."""
+    corpus = SuffixCorpus.open(path)  # a named error here ends the case
+    top = max(corpus.max_token, int(stream.max()))
+    step(lambda: corpus.verify(deep=True))
+    step(lambda: _drafts(Drafter(rules="suffix", static=corpus), stream, top))
+    step(lambda: _drafts(Drafter(rules="suffix", static=path, n_draft=32), stream, top))
+    step(lambda: replay_suffix(stream[:600], 128, 8, corpus))
+    step(lambda: _cli("replay", str(out / "t.npy"), "--rules", "suffix", "--static", str(path)))
+    step(lambda: _cli("inspect", str(path), "--verify"))
+    step(lambda: _cli("inspect", str(path), "--json"))
+    # The 2-gram paths that copy or convert a cache: each must refuse the file by name.
+    step(lambda: StaticCache.open(path))
+    step(lambda: NgramCache.load(path))
+    step(lambda: Drafter(static=path))
+    step(lambda: _cli("convert", str(path), "--to-llamacpp", "-o", str(out / "c.bin")))
+    step(lambda: _cli("merge-static", str(path), "-o", str(out / "m.ngd")))
+    step(lambda: _cli("merge-dynamic", str(path), "-o", str(out / "m.bin")))
+    return named
+
+
 def main():
     base, kind, first, count = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
     raw = (Path(base) / KINDS[kind]).read_bytes()
     stream = np.load(Path(base) / "stream.npy")
     suffix = Path(KINDS[kind]).suffix
     with tempfile.TemporaryDirectory() as tmp:
+        np.save(Path(tmp) / "t.npy", stream[:300])
         for case in range(first, first + count):
             print(f"start {case}", flush=True)
-            path = Path(tmp) / f"case{suffix}"
+            # A new file each case: rewriting one in place under a mapping that a
+            # warm-up thread may still read would be this harness's SIGBUS.
+            path = Path(tmp) / f"case{case}{suffix}"
             path.write_bytes(mutate(raw, kind, case))
             try:
                 named = exercise(path, kind, stream, Path(tmp))
@@ -188,6 +232,7 @@ def main():
                 outcome = f"named:{type(e).__name__}"
             except Exception as e:  # what the test exists to find
                 outcome = f"FAIL:{type(e).__name__}: {e}"
+            path.unlink()
             print(f"done {case} {outcome}", flush=True)
 
 

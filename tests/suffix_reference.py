@@ -119,3 +119,48 @@ class Reference:
         if self.misses > R.RESYNC_MISSES or self.at(p) < 0:
             self.src = None
         self.pointer = p
+
+
+def suffix_key(tokens, i, depth):
+    """What orders the suffix at i in a suffix file: its first tokens, cut at a separator."""
+    head = []
+    for d in range(depth):
+        t = int(tokens[i + d]) if i + d < len(tokens) else -1
+        head.append(t)
+        if t < 0:
+            break
+    return head, i
+
+
+def corpus_draft(tokens, pattern, k, min_match, min_count, min_share, depth):
+    """The corpus's draft for pattern by brute force: every position of the corpus is tried."""
+    n = len(tokens)
+
+    def occurrences(p):
+        m = len(p)
+        return [i for i in range(n - m + 1) if list(tokens[i : i + m]) == list(p)]
+
+    length = 0
+    for m in range(1, min(depth, len(pattern)) + 1):
+        if occurrences(pattern[len(pattern) - m :]):
+            length = m
+        else:
+            break
+    if length < min_match:
+        return []
+    path = list(pattern[len(pattern) - length :])
+    draft = []
+    while len(draft) < k and len(path) < depth:
+        at = occurrences(path)
+        follow = {}
+        for i in at:
+            t = int(tokens[i + len(path)]) if i + len(path) < n else -1
+            follow[t] = follow.get(t, 0) + 1
+        # The first (smallest) of the commonest, as the sorted suffixes meet them.
+        ranked = sorted(follow.items(), key=lambda item: (-item[1], item[0]))
+        best, count = next(((t, c) for t, c in ranked if t >= 0), (-1, 0))
+        if best < 0 or count < min_count or count * 100 < min_share * len(at):
+            break
+        draft.append(best)
+        path.append(best)
+    return draft

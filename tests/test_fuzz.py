@@ -16,9 +16,10 @@ import threading
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-from fuzzcases import KINDS, make_bases
+from fuzzcases import KINDS, exercise, make_bases
 
 HERE = Path(__file__).resolve().parent
 CASE_TIMEOUT = 20.0  # seconds without progress: a hang
@@ -28,6 +29,13 @@ CASE_TIMEOUT = 20.0  # seconds without progress: a hang
 def bases(tmp_path_factory):
     directory = tmp_path_factory.mktemp("fuzz")
     make_bases(directory)
+    # Every path once on the valid files, here: the kernels the children load are
+    # then compiled, and a child's first case is not taken for a hang while they compile.
+    stream = np.load(directory / "stream.npy")
+    for kind, name in KINDS.items():
+        out = tmp_path_factory.mktemp(f"warm-{kind}")
+        np.save(out / "t.npy", stream[:300])
+        exercise(directory / name, kind, stream, out)
     return directory
 
 

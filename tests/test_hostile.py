@@ -13,6 +13,7 @@ from ngramdraft import (
     InvalidTokensError,
     NgramCache,
     StaticCache,
+    SuffixCorpus,
     TruncatedFileError,
     UnsupportedVersionError,
     WrongFileKindError,
@@ -27,6 +28,9 @@ OPEN = "open"  # StaticCache.open
 VERIFY = "verify"  # opens fine, StaticCache.verify() raises
 DEEP = "deep"  # checksums are right, StaticCache.verify(deep=True) raises
 LOAD = "load"  # NgramCache.load
+SUFFIX = "suffix"  # SuffixCorpus.open
+SUFFIX_VERIFY = "suffix-verify"  # opens fine, SuffixCorpus.verify() raises
+SUFFIX_DEEP = "suffix-deep"  # checksums are right, SuffixCorpus.verify(deep=True) raises
 TOKENS = "tokens"  # TokenFile(...).read
 CASES = {
     "empty.ngd": (OPEN, WrongFileKindError, "not an ngramdraft cache"),
@@ -62,6 +66,13 @@ CASES = {
     "tokens-float.npy": (TOKENS, InvalidTokensError, "integer dtype"),
     "tokens-2d.npy": (TOKENS, InvalidTokensError, "one-dimensional"),
     "tokens-too-large.npy": (TOKENS, InvalidTokensError, "2147483648 is not a token id"),
+    "static-not-suffix.ngd": (SUFFIX, WrongFileKindError, "build-static --suffix"),
+    "suffix-truncated.ngd": (SUFFIX, TruncatedFileError, "suffixes section ends"),
+    "suffix-bitflip-suffixes.ngd": (SUFFIX_VERIFY, ChecksumError, "suffixes section"),
+    "suffix-wrong-size.ngd": (SUFFIX, CorruptFileError, "suffixes section is"),
+    "suffix-too-long.ngd": (SUFFIX, CorruptFileError, "2147483648 tokens in a suffix file"),
+    "suffix-unsorted.ngd": (SUFFIX_DEEP, CorruptFileError, "out of order"),
+    "suffix-outside.ngd": (SUFFIX_DEEP, CorruptFileError, "points outside the corpus"),
 }
 
 
@@ -74,6 +85,12 @@ def _do(action, path):
         StaticCache.open(path).verify(deep=True)
     elif action == LOAD:
         NgramCache.load(path)
+    elif action == SUFFIX:
+        SuffixCorpus.open(path)
+    elif action == SUFFIX_VERIFY:
+        SuffixCorpus.open(path).verify()
+    elif action == SUFFIX_DEEP:
+        SuffixCorpus.open(path).verify(deep=True)
     else:
         f = TokenFile(path)
         f.read(0, len(f))
@@ -102,6 +119,10 @@ def test_cli_reports_one_line_and_fails(cli, tmp_path, name):
         status, _, err = cli("build-static", path, "-o", HOSTILE / "never.ngd", "-q")
     elif action == OPEN:
         status, _, err = cli("replay", tokens, "--static", path, "--n-ctx", 8, "--n-draft", 2)
+    elif action == SUFFIX:
+        status, _, err = cli(
+            "replay", tokens, "--rules", "suffix", "--static", path, "--n-ctx", 8, "--n-draft", 2
+        )
     else:
         status, _, err = cli("inspect", path, "--verify")
     assert status == 1

@@ -17,6 +17,7 @@ from ngramdraft import (  # noqa: E402
     CostAwareLength,
     NgramCache,
     StaticCache,
+    SuffixCorpus,
     TokenizerMismatchError,
 )
 from ngramdraft.errors import (  # noqa: E402
@@ -91,6 +92,15 @@ def test_suffix_rules_with_a_policy_and_earlier_requests_are_lossless(llama, pro
     again = generate(llama, prompt, N, draft)  # a new sequence: the first is remembered
     assert first.tokens == again.tokens == reference
     assert again.accepted > first.accepted
+
+
+def test_suffix_rules_with_a_corpus_are_lossless(llama, prompt, reference, tmp_path):
+    corpus = SuffixCorpus.build(reference[: N // 2], tmp_path / "corpus.ngd")
+    draft = NgramDraftModel(rules="suffix", static=corpus)
+    out = generate(llama, prompt, N, draft)
+    assert out.tokens == reference
+    alone = generate(llama, prompt, N, NgramDraftModel(rules="suffix"))
+    assert out.accepted > alone.accepted  # the corpus held the model's own first half
 
 
 def test_opt_in_policies_are_lossless(llama, prompt, reference):

@@ -11,7 +11,7 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from ngramdraft import StaticCache  # noqa: E402
+from ngramdraft import StaticCache, SuffixCorpus  # noqa: E402
 from ngramdraft.errors import InvalidParameterError, VocabularyError  # noqa: E402
 from ngramdraft.integrations.transformers import NgramCandidateGenerator, NgramDraft  # noqa: E402
 
@@ -71,6 +71,14 @@ def test_oracle_and_garbage_candidates_are_lossless(model, prompt, reference):
     garbage = Scripted(lambda seq: rng.integers(0, 300, 8).astype(np.int32))
     out = model.generate(prompt, max_new_tokens=N, do_sample=False, custom_generate=garbage)
     assert torch.equal(out, reference)
+
+
+def test_suffix_rules_with_a_corpus_are_lossless(model, prompt, reference, tmp_path):
+    corpus = SuffixCorpus.build(reference[0, : N // 2].numpy(), tmp_path / "corpus.ngd")
+    draft = NgramDraft(rules="suffix", static=corpus)
+    out = model.generate(prompt, max_new_tokens=N, do_sample=False, custom_generate=draft)
+    assert torch.equal(out, reference)
+    assert draft.last.n_drafted > 0
 
 
 def test_static_and_dynamic_caches_are_lossless(model, prompt, reference, tmp_path):

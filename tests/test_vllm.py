@@ -16,7 +16,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from ngramdraft import Drafter, NgramCache
+from ngramdraft import Drafter, NgramCache, SuffixCorpus
 from ngramdraft.integrations.vllm import NgramProposer
 
 VOCAB = 512
@@ -95,6 +95,10 @@ def engine_runs(tmp_path_factory):
     proposer = "ngramdraft.integrations.vllm.NgramProposer"
     suffix_env = {k: v for k, v in env.items() if k != "NGRAMDRAFT_DYNAMIC"}
     suffix_env["NGRAMDRAFT_RULES"] = "suffix"
+    # A corpus of the vocabulary's ids: its drafts are mostly wrong, which a lossless
+    # engine must reject.
+    corpus = np.random.default_rng(1).integers(3, VOCAB, 20_000)
+    suffix_env["NGRAMDRAFT_STATIC"] = str(SuffixCorpus.build(corpus, root / "corpus.ngd").path)
     for method, run_env in (("none", env), (proposer, env), (proposer, suffix_env)):
         args = [sys.executable, "-c", ENGINE, str(root / "model"), method, str(N_REQUESTS)]
         done = subprocess.run(args, env=run_env, capture_output=True, text=True, timeout=600)

@@ -11,7 +11,9 @@ draft), ``build`` (corpora into static files), ``caches`` (the three roles),
 
 from ._version import __version__
 from .caches.base import Cache
+from .caches.corpus import SuffixCorpus
 from .caches.ngram import NgramCache
+from .caches.requests import RequestMemory
 from .caches.static import StaticCache
 from .drafting.batch import BatchDrafter
 from .drafting.drafter import Drafter
@@ -68,8 +70,10 @@ __all__ = [
     "NgramdraftWarning",
     "Policy",
     "ReplayResult",
+    "RequestMemory",
     "ShortStreamWarning",
     "StaticCache",
+    "SuffixCorpus",
     "TokenizerMismatchError",
     "TruncatedFileError",
     "UnknownSequenceError",

@@ -11,13 +11,44 @@ from pathlib import Path
 
 import numpy as np
 import xxhash
-from mutations import rehash, section, set_section
+from mutations import forge, rehash, section, set_section
 
-from ngramdraft import NgramCache, StaticCache
+from ngramdraft import NgramCache, StaticCache, SuffixCorpus
 from ngramdraft.files.ngd import SECTIONS
 
 HERE = Path(__file__).resolve().parent
 TOKENS = (np.arange(400) * 7919 % 97).astype(np.int32)
+
+
+def suffix_files(static):
+    """Hostile suffix files (the corpus of rules="suffix"), and a static cache given as one."""
+    tmp = HERE / "_valid-suffix.ngd"
+    SuffixCorpus.build(TOKENS, tmp)
+    valid = bytearray(tmp.read_bytes())
+    tmp.unlink()
+    files = {"static-not-suffix.ngd": static, "suffix-truncated.ngd": valid[:-200]}
+    raw = bytearray(valid)
+    offset, size = section(raw, "suffixes")
+    raw[offset + size // 2] ^= 0x10
+    files["suffix-bitflip-suffixes.ngd"] = raw
+    raw = bytearray(valid)
+    files["suffix-wrong-size.ngd"] = rehash(
+        set_section(raw, "suffixes", size=section(raw, "suffixes")[1] - 4)
+    )
+    raw = bytearray(valid)
+    struct.pack_into("<Q", raw, 40, 2**31)  # n_entries: more than int32 positions reach
+    files["suffix-too-long.ngd"] = rehash(raw)
+    # Damage with every checksum forged: only the deep check can tell.
+    for name, fix in (
+        ("suffix-unsorted.ngd", lambda sa: sa[::-1]),
+        ("suffix-outside.ngd", lambda sa: np.where(sa == sa.max(), 10**6, sa)),
+    ):
+        raw = bytearray(valid)
+        offset, size = section(raw, "suffixes")
+        sa = np.frombuffer(raw, dtype="<i4", count=size // 4, offset=offset)
+        raw[offset : offset + size] = fix(sa).astype("<i4").tobytes()
+        files[name] = forge(raw)
+    return files
 
 
 def main():
@@ -87,6 +118,7 @@ def main():
     raw[offset + size // 2] ^= 0x01
     files["dynamic-bitflip-counts.ngd"] = raw
     (HERE / "_dyn.ngd").unlink()
+    files.update(suffix_files(valid))
 
     def words(*values):
         return np.array(values, dtype="<i4").tobytes()

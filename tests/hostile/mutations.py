@@ -10,7 +10,7 @@ import struct
 
 import xxhash
 
-from ngramdraft.files.ngd import HEADER_SIZE, SECTIONS
+from ngramdraft.files.ngd import HEADER_SIZE, SLOTS
 
 _TABLE = 96  # the section table's offset in the header (docs/format.md)
 _ROW = 32  # offset, size, xxh3_64, reserved
@@ -26,7 +26,7 @@ def rehash(raw):
 
 def section(raw, name):
     """(offset, size) of a section, as the header's table says."""
-    return struct.unpack_from("<QQ", raw, _TABLE + _ROW * SECTIONS.index(name))
+    return struct.unpack_from("<QQ", raw, _TABLE + _ROW * SLOTS.index(name))
 
 
 def set_section(raw, name, offset=None, size=None):
@@ -34,7 +34,7 @@ def set_section(raw, name, offset=None, size=None):
     struct.pack_into(
         "<QQ",
         raw,
-        _TABLE + _ROW * SECTIONS.index(name),
+        _TABLE + _ROW * SLOTS.index(name),
         old_offset if offset is None else offset,
         old_size if size is None else size,
     )
@@ -43,9 +43,9 @@ def set_section(raw, name, offset=None, size=None):
 
 def forge(raw):
     """Recompute every section checksum the table can locate, then the header's."""
-    for i, name in enumerate(SECTIONS):
+    for i, name in enumerate(SLOTS):
         offset, size = section(raw, name)
-        if offset + size <= len(raw):
+        if offset and offset + size <= len(raw):  # a slot the kind does not use is zero
             digest = xxhash.xxh3_64_intdigest(bytes(raw[offset : offset + size]))
             struct.pack_into("<Q", raw, _TABLE + _ROW * i + 16, digest)
     return rehash(raw)

@@ -1,5 +1,8 @@
 """Static caches built on a Dask cluster: the single-machine build's file, byte for byte.
 
+(A suffix file's build, ``build/suffixes.py``, sorts its shards here too:
+:func:`sort_shards_on`; the rest of this module is the 2-gram build.)
+
 The corpus is cut into *shards* in its own order: runs of a text file's
 blocks (the blocks the single-machine tokenizer reads, so every piece is
 tokenized whole and alike), contiguous row ranges of a ``datasets`` split
@@ -37,11 +40,13 @@ is; a task that keeps killing its workers ends in DistributedBuildError. The
 output is only ever written whole, at the end.
 """
 
+import collections
 import functools
 import itertools
 import os
 import sys
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,6 +55,7 @@ import numpy as np
 from ..errors import DistributedBuildError, InvalidParameterError
 from ..files.ngd import KIND_STATIC, Header, NgdWriter
 from ..kernels import triples as K
+from ..kernels.suffixsort import sort_shard
 from ..optional import require
 from ..progress import Progress
 from .corpus import Corpus
@@ -62,6 +68,7 @@ from .counting import (
     plan_ranges,
 )
 from .sources import NO_STARTS, Shard, Source
+from .suffixes import SortShards, build_suffixes
 
 BITS = MAX_TOKEN_BITS  # shards pack triples before the largest id is known
 COARSE = 6  # the summaries' histograms count first tokens in buckets of 2**COARSE ids
@@ -309,17 +316,52 @@ def connect(
         raise DistributedBuildError(f"{cluster}: cannot reach the Dask scheduler ({e})") from None
 
 
+def sort_shards_on(client: Any) -> SortShards:
+    """The suffix build's shard sorting (``build/suffixes.py``) as tasks on ``client``'s workers.
+
+    The client sends each shard's tokens and writes the sorted runs in order;
+    at most two shards per worker are in flight, so the client holds a few.
+    """
+    workers = max(1, len(client.scheduler_info()["workers"]))
+
+    def sort(shards: Iterator[tuple[np.ndarray, int]]) -> Iterator[np.ndarray]:
+        pending: collections.deque[Any] = collections.deque()
+        for tokens, count in shards:
+            pending.append(client.submit(sort_shard, tokens, count, pure=False))
+            if len(pending) >= 2 * workers:
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()
+
+    return sort
+
+
 def build_on(
     cluster: str,
     corpus: Corpus,
     path: str | os.PathLike[str],
     *,
     memory_limit: int | None = None,
+    suffix: bool = False,
+    token_cache: str | None = None,
     quiet: bool = True,
 ) -> Header:
-    """build() on ``cluster``: ``local:N`` (started here, N worker processes) or an address."""
+    """build() on ``cluster``: ``local:N`` (started here, N worker processes) or an address.
+
+    ``suffix`` builds the suffix file instead, its shards sorted on the workers
+    (the corpus is tokenized here).
+    """
     client, local = connect(cluster, memory_limit=memory_limit, quiet=quiet)
     try:
+        if suffix:
+            return build_suffixes(
+                corpus,
+                path,
+                memory_limit=memory_limit or _worker_memory(client),
+                token_cache=token_cache,
+                sort_shards=sort_shards_on(client),
+                quiet=quiet,
+            )
         return build(client, corpus, path, memory_limit=memory_limit, quiet=quiet)
     finally:
         client.close()

@@ -3,12 +3,14 @@
 import abc
 import os
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..errors import InvalidParameterError
+from ..errors import InvalidParameterError, TokenizerMismatchError
 from ..files import llamacpp
+from ..tokenizers import same_tokenizer, tokenizer_kind
 
 if TYPE_CHECKING:
     from numpy.typing import ArrayLike
@@ -76,3 +78,47 @@ class Cache(abc.ABC):
         return (
             f"<{type(self).__name__} role={self.role} ngrams={len(self)} entries={self.n_entries}>"
         )
+
+
+class RecordedTokenizer:
+    """The tokenizer a corpus file records in its meta (``meta``, ``path`` set by the file)."""
+
+    meta: dict[str, Any]
+    path: Path
+
+    @property
+    def tokenizer_name(self) -> str | None:
+        tok = self.meta.get("tokenizer")
+        return tok.get("name") if isinstance(tok, dict) else None
+
+    @property
+    def _n_vocab(self) -> int | None:
+        """The recorded tokenizer's number of ids, if the file records one."""
+        tok = self.meta.get("tokenizer")
+        n_vocab = tok.get("n_vocab") if isinstance(tok, dict) else None
+        return n_vocab if isinstance(n_vocab, int) else None
+
+    def check_tokenizer(self, tokenizer: object) -> None:
+        """Raise TokenizerMismatchError if this file was built with another tokenizer."""
+        mine = self.meta.get("tokenizer")
+        if mine is None:
+            if isinstance(tokenizer, str | os.PathLike):
+                tokenizer_kind(tokenizer)  # a misspelled name is an error, recorded or not
+            return
+        if same_tokenizer(mine, tokenizer):
+            return
+        theirs = tokenizer.get("name") if isinstance(tokenizer, dict) else None
+        theirs = theirs or getattr(tokenizer, "name", None) or str(tokenizer)
+        raise TokenizerMismatchError(
+            f"{self.path}: built with tokenizer {mine.get('name')!r}, drafting with {theirs!r}"
+        )
+
+    def check_tokens(self, tokens: np.ndarray) -> None:
+        """Raise TokenizerMismatchError if ``tokens`` holds ids the file's tokenizer lacks."""
+        n_vocab = self._n_vocab
+        top = int(tokens.max(initial=-1))
+        if n_vocab is not None and top >= n_vocab:
+            raise TokenizerMismatchError(
+                f"the tokens hold id {top}, but {self.path} was built with tokenizer "
+                f"{self.tokenizer_name!r} of {n_vocab} ids: tokenize with the cache's tokenizer"
+            )

@@ -24,6 +24,8 @@ from ..files.kinds import file_format
 from ..files.ngd import (
     KIND_NAMES,
     KIND_STATIC,
+    KIND_SUFFIX,
+    SUFFIX_NOT_NGRAMS,
     Header,
     frozen_view,
     make_constmap,
@@ -34,10 +36,9 @@ from ..files.ngd import (
 from ..files.tokens import TokenFile
 from ..kernels.frozen import CORRUPT, followers_span, key_hash_of, key_values, span_stats
 from ..kernels.handles import frozen_handle
-from ..tokenizers import same_tokenizer, tokenizer_kind
 from ..validation import as_tokens, check_cache_arrays, check_ngram
-from .base import Arrays, Cache
-from .warmup import Warmup
+from .base import Arrays, Cache, RecordedTokenizer
+from .warmup import MappedFile, Warmup
 
 if TYPE_CHECKING:
     from numpy.typing import ArrayLike
@@ -45,7 +46,7 @@ if TYPE_CHECKING:
     from ..build.sources import DatasetSource
 
 
-class StaticCache(Cache):
+class StaticCache(MappedFile, RecordedTokenizer, Cache):
     """2-gram -> followers of a corpus, served zero-copy from a mmap'd ``.ngd`` file.
 
     Open with :meth:`open` (reads one page, whatever the size) or create with
@@ -87,6 +88,8 @@ class StaticCache(Cache):
         Opening reads one page; :meth:`prefault` maps the rest in the background.
         """
         mm, header = map_file(path)
+        if header.kind == KIND_SUFFIX:
+            raise WrongFileKindError(f"{path}: {SUFFIX_NOT_NGRAMS}")
         if header.kind != KIND_STATIC:
             raise WrongFileKindError(
                 f"{path}: a {KIND_NAMES[header.kind]} cache, not a static one "
@@ -212,25 +215,6 @@ class StaticCache(Cache):
         finally:
             os.unlink(tmp)
 
-    def prefault(self) -> Warmup:
-        """Map the file's pages, then check its checksums, in a background thread, once.
-
-        Drafting reads at random, so otherwise its first lookups take page
-        faults; and a damaged file is found within the time it takes to read
-        it (about 30 ms per 500 MB once mapped), after which drafting raises
-        ChecksumError. Drafter and replay call this; open does not, so that
-        opening stays one page read whatever the size. Returns the
-        :class:`~ngramdraft.caches.warmup.Warmup`.
-        """
-        if self._warmup is None:
-            self._warmup = Warmup(self._mapping(), self.header, self.path)
-        return self._warmup
-
-    def _mapping(self) -> mmap.mmap:
-        if self._mm is None:
-            raise InvalidParameterError(f"{self.path}: this StaticCache was closed")
-        return self._mm
-
     # -- the Cache interface -------------------------------------------------
 
     def __len__(self) -> int:
@@ -325,53 +309,6 @@ class StaticCache(Cache):
             )
 
     # -- metadata ----------------------------------------------------------
-
-    @property
-    def tokenizer_name(self) -> str | None:
-        tok = self.meta.get("tokenizer")
-        return tok.get("name") if isinstance(tok, dict) else None
-
-    @property
-    def _n_vocab(self) -> int | None:
-        """The recorded tokenizer's number of ids, if the file records one."""
-        tok = self.meta.get("tokenizer")
-        n_vocab = tok.get("n_vocab") if isinstance(tok, dict) else None
-        return n_vocab if isinstance(n_vocab, int) else None
-
-    def check_tokenizer(self, tokenizer: object) -> None:
-        """Raise TokenizerMismatchError if this cache was built with another tokenizer."""
-        mine = self.meta.get("tokenizer")
-        if mine is None:
-            if isinstance(tokenizer, str | os.PathLike):
-                tokenizer_kind(tokenizer)  # a misspelled name is an error, recorded or not
-            return
-        if same_tokenizer(mine, tokenizer):
-            return
-        theirs = tokenizer.get("name") if isinstance(tokenizer, dict) else None
-        theirs = theirs or getattr(tokenizer, "name", None) or str(tokenizer)
-        raise TokenizerMismatchError(
-            f"{self.path}: built with tokenizer {mine.get('name')!r}, drafting with {theirs!r}"
-        )
-
-    def check_tokens(self, tokens: np.ndarray) -> None:
-        """Raise TokenizerMismatchError if ``tokens`` holds ids the cache's tokenizer lacks."""
-        n_vocab = self._n_vocab
-        top = int(tokens.max(initial=-1))
-        if n_vocab is not None and top >= n_vocab:
-            raise TokenizerMismatchError(
-                f"the tokens hold id {top}, but {self.path} was built with tokenizer "
-                f"{self.tokenizer_name!r} of {n_vocab} ids: tokenize with the cache's tokenizer"
-            )
-
-    def close(self) -> None:
-        """Drop this object's mapping: its pages go once no array handed out holds them."""
-        self._mm = None
-
-    def __enter__(self) -> "StaticCache":
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 def as_static(cache: "Cache | str | os.PathLike[str]", *, tokenizer: object = None) -> StaticCache:

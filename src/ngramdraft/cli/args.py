@@ -69,8 +69,8 @@ def add_cache_arguments(p: argparse.ArgumentParser, dynamic_help: str) -> None:
         choices=("llamacpp", "suffix"),
         default="llamacpp",
         help="the drafting rules: llamacpp (the default, llama.cpp's bit for bit) or suffix "
-        "(opt-in: copy what followed the longest earlier match; no --static or --dynamic, "
-        "earlier requests are kept in memory)",
+        "(opt-in: copy what followed the longest earlier match; --static then takes a "
+        "suffix file from `build-static --suffix`; earlier requests are kept in memory)",
     )
     p.add_argument(
         "--n-draft",
@@ -83,12 +83,11 @@ def add_cache_arguments(p: argparse.ArgumentParser, dynamic_help: str) -> None:
 
 
 def check_rules_caches(args: argparse.Namespace) -> None:
-    """The suffix rules take no cache files: say so in one line rather than ignore them."""
-    given = [name for name in ("static", "dynamic") if getattr(args, name)]
-    if args.rules == "suffix" and given:
+    """The suffix rules keep earlier requests in memory: say so rather than ignore --dynamic."""
+    if args.rules == "suffix" and args.dynamic:
         raise InvalidParameterError(
-            f"--rules suffix drafts from the sequence and earlier requests: --{given[0]} is "
-            "llama.cpp's rules' cache (drop it, or use --rules llamacpp)"
+            "--rules suffix keeps earlier requests in memory: --dynamic is llama.cpp's rules' "
+            "cache file (drop it, or use --rules llamacpp)"
         )
 
 

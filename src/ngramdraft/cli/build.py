@@ -8,6 +8,7 @@ from ..build import distributed
 from ..build.corpus import ONE_CORPUS, Corpus
 from ..build.local import build_static
 from ..build.sources import DatasetSource
+from ..build.suffixes import build_suffixes
 from ..caches.static import StaticCache
 from ..errors import EmptyCacheWarning, InvalidParameterError
 from .args import parse_size, say, subcommand
@@ -27,6 +28,7 @@ def register(sub: Any) -> None:
             "ngramdraft build-static notes.txt --tokenizer model.gguf -o notes.ngd",
             "ngramdraft build-static books/*.txt --tokenizer llama3 -o books.ngd "
             "--cluster local:4 --memory-limit 2G",
+            "ngramdraft build-static books/*.txt --tokenizer llama3 --suffix -o books.sfx.ngd",
         ],
     )
     b.add_argument(
@@ -48,6 +50,11 @@ def register(sub: Any) -> None:
         metavar="SPEC",
         help="count on Dask: local:N starts N worker processes here, tcp://HOST:PORT uses "
         "a running scheduler (pip install 'ngramdraft[dask]'); the file is the same",
+    )
+    b.add_argument(
+        "--suffix",
+        action="store_true",
+        help="write the corpus's suffix array instead, for --rules suffix (8 bytes per token)",
     )
     b.add_argument("-q", "--quiet", action="store_true", help="no progress or summary")
     _add_corpus_arguments(b)
@@ -125,6 +132,9 @@ def corpus_from_args(args: argparse.Namespace) -> Corpus:
 
 def build_static_command(args: argparse.Namespace) -> None:
     corpus = corpus_from_args(args)
+    if args.suffix:
+        _build_suffix(args, corpus)
+        return
     if args.cluster:
         header = distributed.build_on(
             args.cluster, corpus, args.output, memory_limit=args.memory_limit, quiet=args.quiet
@@ -148,6 +158,32 @@ def build_static_command(args: argparse.Namespace) -> None:
         args,
         f"{args.output}: {header.n_keys} 2-grams, {header.n_entries} entries, "
         f"from {header.n_source_tokens} tokens",
+    )
+
+
+def _build_suffix(args: argparse.Namespace, corpus: Corpus) -> None:
+    if args.cluster:
+        header = distributed.build_on(
+            args.cluster,
+            corpus,
+            args.output,
+            memory_limit=args.memory_limit,
+            suffix=True,
+            token_cache=args.token_cache,
+            quiet=args.quiet,
+        )
+    else:
+        header = build_suffixes(
+            corpus,
+            args.output,
+            memory_limit=args.memory_limit,
+            token_cache=args.token_cache,
+            quiet=args.quiet,
+        )
+    say(
+        args,
+        f"{args.output}: the suffix array of {header.n_source_tokens} tokens "
+        f"({header.n_entries - header.n_source_tokens} separators)",
     )
 
 

@@ -109,7 +109,9 @@ def _draft_model(
         policy = AdaptiveLength()
     check_rules_caches(args)
     if args.rules == "suffix":
-        return NgramDraftModel(n_draft=args.n_draft, policy=policy, rules="suffix")
+        return NgramDraftModel(
+            static=args.static, n_draft=args.n_draft, policy=policy, rules="suffix"
+        )
     return NgramDraftModel(
         static=args.static,
         dynamic=args.dynamic,

@@ -7,12 +7,13 @@ from pathlib import Path
 from typing import Any
 
 from ..caches.base import Cache
+from ..caches.corpus import SuffixCorpus
 from ..caches.ngram import NgramCache
 from ..caches.shared import format_for
 from ..caches.static import StaticCache
 from ..errors import InvalidParameterError
 from ..files.kinds import file_format, file_kind
-from ..files.ngd import KIND_NAMES
+from ..files.ngd import KIND_NAMES, Header
 from .args import subcommand
 
 
@@ -87,8 +88,12 @@ def _open_any(path: str | os.PathLike[str]) -> Cache:
 
 
 def inspect_command(args: argparse.Namespace) -> None:
-    info = _static_info(args.cache, args.verify) if file_kind(args.cache) == "static" else None
-    if info is None:
+    kind = file_kind(args.cache)
+    if kind == "static":
+        info = _static_info(args.cache, args.verify)
+    elif kind == "suffix":
+        info = _suffix_info(args.cache, args.verify)
+    else:
         info = _dynamic_info(args.cache, args.verify)
     if args.verify:
         info["verified"] = True
@@ -122,11 +127,36 @@ def _static_info(path: str, verify: bool) -> dict[str, Any]:
         "max_token": h.max_token,
         "max_count": h.max_count,
         "n_source_tokens": h.n_source_tokens,
-        "sections": {
-            name: {"offset": o, "bytes": s, "xxh3_64": f"{d:016x}"}
-            for name, (o, s, d) in h.sections.items()
-        },
+        "sections": _sections(h),
         "meta": cache.meta,
+    }
+
+
+def _sections(h: Header) -> dict[str, dict[str, Any]]:
+    return {
+        name: {"offset": o, "bytes": s, "xxh3_64": f"{d:016x}"}
+        for name, (o, s, d) in h.sections.items()
+    }
+
+
+def _suffix_info(path: str, verify: bool) -> dict[str, Any]:
+    """A suffix file's header, sizes and meta (the order checked too, with ``verify``)."""
+    corpus = SuffixCorpus.open(path)
+    if verify:
+        corpus.verify(deep=True)
+    h = corpus.header
+    size = corpus.path.stat().st_size
+    return {
+        "path": str(corpus.path),
+        "kind": KIND_NAMES[h.kind],
+        "format_version": h.version,
+        "file_bytes": size,
+        "n_tokens": h.n_source_tokens,
+        "n_separators": h.n_entries - h.n_source_tokens,
+        "bytes_per_token": size / h.n_entries if h.n_entries else None,
+        "max_token": h.max_token,
+        "sections": _sections(h),
+        "meta": corpus.meta,
     }
 
 

@@ -81,7 +81,9 @@ def replay_command(args: argparse.Namespace) -> None:
     check_rules_caches(args)
     if args.rules == "suffix":
         quiet = args.quiet or args.json
-        result = replay_suffix(seq, args.n_ctx, args.n_draft, dump=bool(args.dump), quiet=quiet)
+        result = replay_suffix(
+            seq, args.n_ctx, args.n_draft, args.static, dump=bool(args.dump), quiet=quiet
+        )
     else:
         result = _replay_llamacpp(args, seq, tokenizer)
     if args.dump and result.dump is not None:

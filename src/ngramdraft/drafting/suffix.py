@@ -11,9 +11,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..caches.corpus import SuffixCorpus, as_corpus
 from ..caches.positions import MAX_CHAIN, MAX_MATCH, SIZES, PositionIndex
 from ..caches.requests import MAX_TOKENS, RequestMemory
 from ..errors import InvalidParameterError, VocabularyError
+from ..kernels import suffixsearch as S
 from ..rules import suffix as R
 from ..validation import TOKEN_MAX, as_tokens, check_int
 from .base import SequenceDrafter
@@ -46,13 +48,25 @@ def suffix_drafter(
     return SuffixDrafter(static, dynamic, n_draft, **options)
 
 
+def corpus_params(corpus: SuffixCorpus | None) -> np.ndarray:
+    """The corpus search's parameters (``kernels/suffixsearch.py``) for a corpus."""
+    params = np.zeros(4, dtype=np.int64)
+    params[S.MAX_TOKEN] = -1 if corpus is None else corpus.max_token
+    params[S.MIN_MATCH] = R.CORPUS_MIN_MATCH
+    params[S.MIN_COUNT] = R.CORPUS_MIN_COUNT
+    params[S.MIN_SHARE] = R.CORPUS_MIN_SHARE
+    return params
+
+
 class SuffixDrafter(SequenceDrafter):
     """Draft by the suffix rules; the interface is :class:`~ngramdraft.Drafter`'s.
 
     Parameters
     ----------
-    static : None
-        The suffix rules have no corpus role yet: anything else is refused.
+    static : SuffixCorpus or path, optional
+        A corpus's suffix file (``build-static --suffix``): drafted from when
+        the sequence and the earlier requests draft nothing, its commonest
+        continuation of the longest match (``docs/suffix.md``).
     dynamic : RequestMemory, optional
         Earlier requests, shared by whoever holds the same memory; without
         one the drafter keeps its own (``max_dynamic_tokens`` its budget).
@@ -77,12 +91,9 @@ class SuffixDrafter(SequenceDrafter):
         tokenizer: object = None,
     ) -> None:
         self.n_draft = check_int(n_draft, "n_draft", 1, MAX_DRAFT)
-        if static is not None:
-            raise InvalidParameterError(
-                "rules='suffix' drafts from the sequence and earlier requests only: "
-                "a static cache (2-grams of a corpus) belongs to llama.cpp's rules; drop "
-                "static=, or use rules='llamacpp'"
-            )
+        self.static = as_corpus(static, tokenizer)
+        if self.static is not None:
+            self.static.prefault()  # pages mapped and checksums checked, in the background
         if dynamic is None:
             budget = MAX_TOKENS if max_dynamic_tokens is None else max_dynamic_tokens
             dynamic = RequestMemory(budget)
@@ -93,7 +104,7 @@ class SuffixDrafter(SequenceDrafter):
                 "rules): pass dynamic=RequestMemory(), or nothing"
             )
         self.dynamic = dynamic
-        self.static = None
+        self._corpus_params = corpus_params(self.static)
         self._index = PositionIndex()
         self._buf = np.zeros(self.n_draft, dtype=np.int32)
         self._st = np.zeros(R.STATE_WORDS, dtype=np.int64)
@@ -137,6 +148,17 @@ class SuffixDrafter(SequenceDrafter):
                 self._st,
                 self._buf,
                 _LIMITS,
+            )
+        if d == 0 and self.static is not None:
+            if (damage := self.static.prefault().damage) is not None:
+                raise damage
+            d = S.draft(
+                self.static.text,
+                self.static.sa,
+                self._index.text,
+                self._n,
+                self._corpus_params,
+                self._buf,
             )
         if self._policy is not None:
             return self._submitted(self._policy, self._buf[:d].copy())
@@ -189,6 +211,11 @@ class SuffixDrafter(SequenceDrafter):
     def check_vocabulary(self, n_vocab: int) -> None:
         """Raise VocabularyError if the earlier requests hold ids a model of n_vocab lacks."""
         n_vocab = check_int(n_vocab, "n_vocab", 1)
+        if self.static is not None and self.static.max_token >= n_vocab:
+            raise VocabularyError(
+                f"{self.static.path} holds token id {self.static.max_token}, but the model's "
+                f"vocabulary has {n_vocab} ids (it was built with another tokenizer)"
+            )
         if self.dynamic.max_token >= n_vocab:
             raise VocabularyError(
                 f"the earlier requests hold token id {self.dynamic.max_token}, but the model's "

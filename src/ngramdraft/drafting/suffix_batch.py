@@ -2,7 +2,8 @@
 
 The interface is :class:`~ngramdraft.BatchDrafter`'s, and the drafts are
 those of one :class:`~ngramdraft.drafting.suffix.SuffixDrafter` per
-sequence, all sharing one :class:`~ngramdraft.caches.requests.RequestMemory`.
+sequence, all sharing one :class:`~ngramdraft.caches.requests.RequestMemory`
+and one corpus (:class:`~ngramdraft.caches.corpus.SuffixCorpus`), if given.
 Each sequence is drafted by its own kernel call, one after another (the
 llama.cpp rules' batch drafts every row in one call; the suffix rules' state
 is not yet laid out for that).
@@ -39,8 +40,8 @@ class SuffixBatchDrafter:
         self.max_seqs = check_int(max_seqs, "max_seqs", 1, 1 << 20)
         self.n_draft = check_int(n_draft, "n_draft", 1, MAX_DRAFT)
         first = suffix_drafter(static, dynamic, n_draft, ngram_min, ngram_max, **options)
-        self.static, self.dynamic = None, first.dynamic
-        self._make = lambda: SuffixDrafter(None, first.dynamic, n_draft, **options)
+        self.static, self.dynamic = first.static, first.dynamic
+        self._make = lambda: SuffixDrafter(first.static, first.dynamic, n_draft, **options)
         self._spare: list[SuffixDrafter] = [first]
         self._active: dict[Hashable, SuffixDrafter] = {}
 

@@ -3,8 +3,8 @@
 The byte layout is specified in ``docs/format.md``; this module is its only
 implementation, the numba kernels that read the arrays (``kernels/frozen.py``,
 ``kernels/constmap.py``) aside. A file is a 512-byte header followed by
-seven sections, each aligned to 64 bytes, in any order the header's section
-table gives:
+sections, each aligned to 64 bytes, in any order the header's section table
+gives. The 2-gram kinds (static, dynamic) have these seven:
 
 =========  ===========================  ======================================
 section    contents                     size
@@ -18,8 +18,10 @@ counts     int32[n_entries]             n_entries * 4
 fuse       uint32[(segs + 2) * seglen]  0 when n_keys == 0
 =========  ===========================  ======================================
 
-Every file, static or dynamic, built on one machine or on a cluster, or
-saved from memory, is assembled by :class:`NgdWriter`. Reading parses and
+The suffix kind (a corpus for ``rules="suffix"``) has meta, tokens
+(int32[T]) and suffixes (int32[T]), written by :func:`write_suffix_file`.
+Every 2-gram file, static or dynamic, built on one machine or on a cluster,
+or saved from memory, is assembled by :class:`NgdWriter`. Reading parses and
 checks only the header (one page): opening costs the same at any size.
 ``verify_sections`` reads everything and checks the checksums.
 """
@@ -65,9 +67,18 @@ ALIGN = 64
 MAX_META = 1 << 20
 KIND_STATIC = 1
 KIND_DYNAMIC = 2
-KIND_NAMES = {KIND_STATIC: "static", KIND_DYNAMIC: "dynamic"}
-KEY_WIDTH = {KIND_STATIC: 2, KIND_DYNAMIC: 4}
-SECTIONS = ("meta", "keys", "offsets", "stats", "tokens", "counts", "fuse")
+KIND_SUFFIX = 3
+KIND_NAMES = {KIND_STATIC: "static", KIND_DYNAMIC: "dynamic", KIND_SUFFIX: "suffix"}
+KEY_WIDTH = {KIND_STATIC: 2, KIND_DYNAMIC: 4, KIND_SUFFIX: 0}
+# The header's section table has a row per slot; a kind uses some of them.
+SLOTS = ("meta", "keys", "offsets", "stats", "tokens", "counts", "fuse", "suffixes")
+SECTIONS = SLOTS[:7]
+SECTIONS_OF = {
+    KIND_STATIC: SECTIONS,
+    KIND_DYNAMIC: SECTIONS,
+    KIND_SUFFIX: ("meta", "tokens", "suffixes"),
+}
+MAX_CORPUS = 2**31 - 1  # a suffix file's positions are int32
 MAX_SEGMENT = 1 << 18
 MAX_KEYS = 1 << 31  # constmap values keep bit 31 for a flag (kernels/frozen.py)
 
@@ -99,6 +110,8 @@ class Header:
     def expected_sizes(self) -> dict[str, int]:
         k, n, w = self.n_keys, self.n_entries, self.key_width
         fuse_cells = (self.fuse_segment_count + 2) * self.fuse_segment_length if k else 0
+        if self.kind == KIND_SUFFIX:
+            return {"tokens": n * 4, "suffixes": n * 4}
         return {
             "keys": k * w * 4,
             "offsets": (k + 1) * 8,
@@ -126,7 +139,7 @@ class Header:
             self.n_source_tokens,
             self.max_count,
         )
-        table = b"".join(_SECTION.pack(*self.sections[name], 0) for name in SECTIONS)
+        table = b"".join(_SECTION.pack(*self.sections.get(name, (0, 0, 0)), 0) for name in SLOTS)
         body = fixed + table
         body += bytes(_CHECKSUM_AT - len(body))
         return body + struct.pack("<Q", xxhash.xxh3_64_intdigest(body))
@@ -178,11 +191,19 @@ def parse_header(raw: bytes, file_size: int, path: object) -> Header:
     header = Header(
         kind, n_keys, n_entries, seed, seglen, segs, max_token, n_source, max_count, version=version
     )
-    for i, name in enumerate(SECTIONS):
-        offset, size, digest, _ = _SECTION.unpack_from(raw, _FIXED.size + i * _SECTION.size)
+    for name in SECTIONS_OF[kind]:
+        row = _FIXED.size + SLOTS.index(name) * _SECTION.size
+        offset, size, digest, _ = _SECTION.unpack_from(raw, row)
         header.sections[name] = (offset, size, digest)
     _check_geometry(header, file_size, path)
     return header
+
+
+SUFFIX_NOT_NGRAMS = (
+    "a suffix file (a corpus's suffix array, built by `build-static --suffix`), which only "
+    "rules='suffix' drafts from: pass it as static= with rules='suffix' (--rules suffix), "
+    "or build a 2-gram cache with `build-static` for llama.cpp's rules"
+)
 
 
 def foreign_message(file_size: int) -> str:
@@ -203,6 +224,8 @@ def _check_geometry(h: Header, file_size: int, path: object) -> None:
         _fail(CorruptFileError, path, f"max_token {h.max_token} is not a token id")
     if h.max_count > 2**31 - 1 or (h.max_count == 0) != (h.n_keys == 0):
         _fail(CorruptFileError, path, f"max_count {h.max_count} for {h.n_keys} keys")
+    if h.kind == KIND_SUFFIX and (h.n_keys or h.n_entries > MAX_CORPUS):
+        _fail(CorruptFileError, path, f"{h.n_keys} keys, {h.n_entries} tokens in a suffix file")
     if h.n_keys:
         seglen, segs = h.fuse_segment_length, h.fuse_segment_count
         if seglen < 1 or seglen & (seglen - 1) or seglen > MAX_SEGMENT:
@@ -215,7 +238,7 @@ def _check_geometry(h: Header, file_size: int, path: object) -> None:
             _fail(CorruptFileError, path, f"fuse segment count {segs} is out of range")
     expected = h.expected_sizes()
     spans = []
-    for name in SECTIONS:
+    for name in SECTIONS_OF[h.kind]:
         offset, size, _ = h.sections[name]
         if name == "meta":
             if size > MAX_META:
@@ -315,7 +338,7 @@ def read_meta(buf: mmap.mmap, header: Header, path: object) -> dict[str, Any]:
 
 def verify_sections(buf: mmap.mmap, header: Header, path: object) -> None:
     """Check every section's checksum; raises ChecksumError naming the first bad one."""
-    for name in SECTIONS:
+    for name in header.sections:
         offset, size, digest = header.sections[name]
         h = xxhash.xxh3_64()
         for start in range(offset, offset + size, _BLOCK):
@@ -330,6 +353,8 @@ def frozen_view(buf: mmap.mmap, header: Header, path: object) -> Frozen:
     Only the offsets' two ends are read: the cheap half of their check, the
     kernels bound every span they use (``kernels/frozen.py``).
     """
+    if header.kind == KIND_SUFFIX:
+        _fail(WrongFileKindError, path, SUFFIX_NOT_NGRAMS)
     k, n, w = header.n_keys, header.n_entries, header.key_width
     frozen = Frozen(
         keys=section_array(buf, header, "keys", np.int32, (k, w)),
@@ -524,6 +549,32 @@ def write_cache(
         return out.finish(n_source_tokens, meta)
 
 
+def write_suffix_file(
+    path: str | os.PathLike[str],
+    tokens: list[Part],
+    suffixes: list[Part],
+    *,
+    n_tokens: int,
+    max_token: int,
+    n_source_tokens: int,
+    meta: dict[str, Any] | None = None,
+) -> Header:
+    """Write a corpus's tokens and their suffix array (parts in order) as a suffix file."""
+    if n_tokens > MAX_CORPUS:
+        raise InvalidParameterError(
+            f"{n_tokens} tokens: a suffix file holds at most {MAX_CORPUS} (split the corpus)"
+        )
+    header = Header(KIND_SUFFIX, 0, n_tokens, 0, 0, 0, max_token, n_source_tokens, 0)
+    meta = {"created_by": f"ngramdraft {__version__}", **(meta or {})}
+    sections: dict[str, list[Part]] = {
+        "meta": [json.dumps(meta, sort_keys=True).encode()],
+        "tokens": tokens,
+        "suffixes": suffixes,
+    }
+    _write_sections(Path(path), header, sections)
+    return header
+
+
 def _write_sections(path: Path, header: Header, sections: dict[str, list[Part]]) -> None:
     """Write the header and sections atomically, filling offsets and checksums into header.
 
@@ -535,7 +586,7 @@ def _write_sections(path: Path, header: Header, sections: dict[str, list[Part]])
     with atomic_output(path, size) as out:
         out.write(bytes(HEADER_SIZE))
         pos = HEADER_SIZE
-        for name in SECTIONS:
+        for name in SECTIONS_OF[header.kind]:
             h = xxhash.xxh3_64()
             size = 0
             for block in _blocks(sections[name]):

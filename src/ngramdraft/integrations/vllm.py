@@ -62,9 +62,10 @@ class NgramProposer:
     saves of a dynamic path, 30 by default: a server does not rewrite the
     file for every request; ``close()``, at exit, saves the rest), ``rules``
     (``"llamacpp"``, the default, or ``"suffix"``; default from
-    ``NGRAMDRAFT_RULES``: the suffix rules take no static cache and keep
-    earlier requests in memory, and the ``ngram_*``, ``max_dynamic_ngrams``
-    and ``save_every`` settings are llama.cpp's rules' own). ``n_draft`` is vLLM's
+    ``NGRAMDRAFT_RULES``: the suffix rules' static is a corpus's suffix file
+    (``build-static --suffix``), they keep earlier requests in memory, and the
+    ``ngram_*``, ``max_dynamic_ngrams`` and ``save_every`` settings are
+    llama.cpp's rules' own). ``n_draft`` is vLLM's
     ``num_speculative_tokens``, and up to vLLM's ``max_num_seqs`` requests
     are followed at once.
 

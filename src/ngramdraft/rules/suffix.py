@@ -62,6 +62,14 @@ TRUST = 4
 WINDOW = 8
 LONG = 8
 RELIABLE = 0.3
+# The corpus (``kernels/suffixsearch.py``), asked when neither the sequence nor
+# the earlier requests draft: a match of this many tokens, a continuation
+# that follows this many of its occurrences and this share (percent) of them
+# (benchmarks/corpus_rules.py: on prose, how often a continuation followed
+# decides its precision, the match's length barely does).
+CORPUS_MIN_MATCH = 2
+CORPUS_MIN_COUNT = 4
+CORPUS_MIN_SHARE = 50
 
 
 @njit(cache=True, nogil=True, inline="always")

@@ -1,0 +1,162 @@
+"""The suffix rules' corpus: a corpus's tokens and suffix array in one read-only, mmap'd file."""
+
+import mmap
+import os
+import tempfile
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from ..build.corpus import Corpus
+from ..build.suffixes import build_suffixes
+from ..errors import CorruptFileError, InvalidParameterError, WrongFileKindError
+from ..files.kinds import file_format
+from ..files.ngd import (
+    KIND_NAMES,
+    KIND_SUFFIX,
+    Header,
+    map_file,
+    read_meta,
+    section_array,
+    verify_sections,
+)
+from ..kernels.suffixsort import first_out_of_order
+from ..validation import as_tokens
+from .base import RecordedTokenizer
+from .warmup import MappedFile, Warmup
+
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike
+
+
+class SuffixCorpus(MappedFile, RecordedTokenizer):
+    """A corpus for ``rules="suffix"``: its tokens, and their suffixes in order.
+
+    Open with :meth:`open` (reads one page, whatever the size); build with
+    :meth:`build` or ``ngramdraft build-static --suffix``.
+    Any number of drafters, threads or processes can share one. ``text`` and
+    ``sa`` are int32 views of the mapping (``docs/format.md``, the suffix kind).
+    """
+
+    role = "static"
+
+    def __init__(self, mm: mmap.mmap, header: Header, meta: dict[str, Any], path: object) -> None:
+        self._mm: mmap.mmap | None = mm
+        self._warmup: Warmup | None = None
+        self.header = header
+        self.meta = meta
+        self.path = Path(str(path))
+        n = header.n_entries
+        self.text = section_array(mm, header, "tokens", np.int32, (n,))
+        self.sa = section_array(mm, header, "suffixes", np.int32, (n,))
+
+    @classmethod
+    def open(
+        cls, path: str | os.PathLike[str], *, verify: bool = False, tokenizer: object = None
+    ) -> "SuffixCorpus":
+        """Open a suffix file; ``verify`` reads it all and checks the checksums."""
+        if file_format(path) != "native":
+            raise WrongFileKindError(
+                f"{path}: a llama.cpp lookup file (2-grams), not a suffix file: rules='suffix' "
+                "drafts from a corpus built by `ngramdraft build-static --suffix`"
+            )
+        mm, header = map_file(path)
+        if header.kind != KIND_SUFFIX:
+            raise WrongFileKindError(
+                f"{path}: a {KIND_NAMES[header.kind]} 2-gram cache, which only llama.cpp's rules "
+                "draft from: rules='suffix' takes a corpus built by `ngramdraft build-static "
+                "--suffix` (or use rules='llamacpp')"
+            )
+        corpus = cls(mm, header, read_meta(mm, header, path), path)
+        if verify:
+            corpus.verify()
+        if tokenizer is not None:
+            corpus.check_tokenizer(tokenizer)
+        return corpus
+
+    @classmethod
+    def build(
+        cls,
+        tokens: "ArrayLike | str | os.PathLike[str]",
+        path: str | os.PathLike[str],
+        *,
+        memory_limit: int | None = None,
+        tokenizer: str | None = None,
+        quiet: bool = True,
+    ) -> "SuffixCorpus":
+        """Build the suffix file of a token array or token file at ``path``, and open it.
+
+        ``tokenizer`` (a name) is recorded, to be checked when drafting. For
+        text files, datasets and Dask, use ``ngramdraft build-static --suffix``.
+        """
+        with tempfile.TemporaryDirectory(dir=Path(path).parent) as tmp:
+            if not isinstance(tokens, str | os.PathLike):
+                tokens_path = Path(tmp) / "tokens.i32"
+                as_tokens(tokens).astype("<i4").tofile(tokens_path)
+                tokens = tokens_path
+            corpus = Corpus.of([tokens], tokenizer)
+            build_suffixes(corpus, path, memory_limit=memory_limit, quiet=quiet)
+        return cls.open(path)
+
+    def __len__(self) -> int:
+        """Tokens in the corpus, separators included."""
+        return int(self.header.n_entries)
+
+    @property
+    def max_token(self) -> int:
+        return int(self.header.max_token)
+
+    def verify(self, deep: bool = False) -> None:
+        """Check every section's checksum (reads the whole file); raises ChecksumError.
+
+        ``deep`` also checks that ``sa`` is a permutation in suffix order and
+        that no token exceeds the recorded largest id.
+        """
+        verify_sections(self._mapping(), self.header, self.path)
+        if deep:
+            self._check()
+
+    def _check(self) -> None:
+        top = int(self.text.max(initial=-1))
+        if top != self.max_token or int(self.text.min(initial=0)) < -1:
+            raise CorruptFileError(
+                f"{self.path}: max_token is {self.max_token}, the tokens hold ids up to {top} "
+                "(or below the separator -1)"
+            )
+        n = len(self)
+        seen = np.zeros(n, dtype=np.bool_)
+        sa = self.sa
+        if len(sa) and (int(sa.min()) < 0 or int(sa.max()) >= n):
+            raise CorruptFileError(f"{self.path}: the suffix array points outside the corpus")
+        seen[sa] = True
+        if not seen.all():
+            raise CorruptFileError(f"{self.path}: the suffix array misses some positions")
+        if (bad := first_out_of_order(self.text, sa)) >= 0:
+            raise CorruptFileError(f"{self.path}: suffixes {bad} and {bad + 1} are out of order")
+
+    def __reduce__(self) -> tuple[Any, tuple[str]]:
+        # Another process maps the same file rather than receiving a copy of it.
+        return (SuffixCorpus.open, (str(self.path),))
+
+    def __repr__(self) -> str:
+        return f"<SuffixCorpus {self.path} tokens={len(self)}>"
+
+
+def as_corpus(value: object, tokenizer: object = None) -> SuffixCorpus | None:
+    """The suffix rules' ``static``: None, a SuffixCorpus, or a suffix file's path, opened."""
+    if value is None:
+        return None
+    if isinstance(value, str | os.PathLike):
+        corpus = SuffixCorpus.open(value)
+    elif isinstance(value, SuffixCorpus):
+        corpus = value
+    else:
+        raise InvalidParameterError(
+            f"static= for rules='suffix' is a corpus's suffix file, got {type(value).__name__} "
+            "(a 2-gram cache belongs to llama.cpp's rules): pass the path of a file built by "
+            "`ngramdraft build-static --suffix`, or use rules='llamacpp'"
+        )
+    if tokenizer is not None:
+        corpus.check_tokenizer(tokenizer)
+    return corpus

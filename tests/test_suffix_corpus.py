@@ -1,0 +1,281 @@
+"""The suffix rules' corpus: the sort, the build, the search and the file, against brute force."""
+
+import numpy as np
+import pytest
+
+from hostile.mutations import forge, section
+from ngramdraft import (
+    BatchDrafter,
+    ChecksumError,
+    CorruptFileError,
+    Drafter,
+    NgramCache,
+    StaticCache,
+    TokenizerMismatchError,
+    TruncatedFileError,
+    VocabularyError,
+    WrongFileKindError,
+)
+from ngramdraft.build.corpus import Corpus
+from ngramdraft.build.suffixes import build_suffixes
+from ngramdraft.caches.corpus import SuffixCorpus
+from ngramdraft.cli import main as cli_main
+from ngramdraft.drafting.suffix import corpus_params
+from ngramdraft.files.ngd import KIND_SUFFIX
+from ngramdraft.kernels import suffixsearch as S
+from ngramdraft.kernels.suffixsort import DEPTH, first_out_of_order, sort_shard
+from ngramdraft.rules import suffix as R
+from suffix_reference import corpus_draft, suffix_key
+
+
+def corpus_stream(rng, n, vocab, separators=0.0, repeats=True):
+    """Random ids with, if asked, separators and long repeated passages (ties past the depth)."""
+    tokens = rng.integers(0, vocab, n).astype(np.int32)
+    if repeats and n > 200:
+        passage = tokens[:90].copy()
+        for at in rng.integers(100, n - 90, 3):
+            tokens[at : at + 90] = passage
+    cut = rng.random(n) < separators
+    cut[[0, -1]] = False
+    cut[1:] &= ~cut[:-1]  # no two in a row: token files joined make single separators
+    tokens[cut] = -1
+    return tokens
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_sort_is_the_reference_order(seed):
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(1, 400))
+    vocab = int(rng.choice([1, 2, 3, 200_000]))  # one id (all ties) .. above the positions
+    tokens = corpus_stream(rng, n, vocab, separators=float(rng.choice([0.0, 0.05])))
+    expected = sorted(range(n), key=lambda i: suffix_key(tokens, i, DEPTH))
+    assert sort_shard(tokens, n).tolist() == expected
+    assert first_out_of_order(tokens, sort_shard(tokens, n).astype(np.int32)) == -1
+
+
+def _token_file(tmp_path, tokens, name="corpus.i32"):
+    path = tmp_path / name
+    np.asarray(tokens, dtype="<i4").tofile(path)
+    return path
+
+
+@pytest.mark.parametrize("shard", [7, 64, 1000])
+def test_sharded_build_is_the_same_file(tmp_path, shard):
+    """Shards sorted apart and merged: the whole corpus sorted at once, byte for byte."""
+    rng = np.random.default_rng(shard)
+    a = _token_file(tmp_path, corpus_stream(rng, 700, 5), "a.i32")
+    b = _token_file(tmp_path, corpus_stream(rng, 300, 50_000), "b.i32")
+    corpus = Corpus.of([a, b])
+    whole = build_suffixes(corpus, tmp_path / "whole.ngd")
+    build_suffixes(corpus, tmp_path / "sharded.ngd", shard_tokens=shard)
+    assert (tmp_path / "whole.ngd").read_bytes() == (tmp_path / "sharded.ngd").read_bytes()
+    assert whole.kind == KIND_SUFFIX
+    opened = SuffixCorpus.open(tmp_path / "whole.ngd", verify=True)
+    opened.verify(deep=True)
+    # The streams are joined with one separator, which no match crosses.
+    assert len(opened) == 1001 and opened.text[700] == -1
+    assert opened.header.n_source_tokens == 1000
+
+
+def test_documents_are_kept_apart(tmp_path):
+    texts = []
+    for i, words in enumerate(("one two three", "four five six", "seven eight")):
+        texts.append(str(tmp_path / f"doc{i}.txt"))
+        (tmp_path / f"doc{i}.txt").write_text(words + "\n", encoding="utf-8")
+    out = tmp_path / "docs.ngd"
+    build = ["build-static", *texts, "--tokenizer", "llama3", "--suffix", "-q"]
+    cli_main([*build, "-o", str(out)])
+    cli_main([*build, "--separate-documents", "-o", str(tmp_path / "apart.ngd")])
+    joined = SuffixCorpus.open(out)
+    apart = SuffixCorpus.open(tmp_path / "apart.ngd")
+    assert (joined.text < 0).sum() == 0
+    assert (apart.text < 0).sum() == 2
+    assert np.array_equal(apart.text[apart.text >= 0], joined.text)
+    assert apart.meta["tokenizer"]["name"] == "llama3"
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_search_and_draft_match_brute_force(tmp_path, seed):
+    rng = np.random.default_rng(seed)
+    tokens = corpus_stream(rng, 600, int(rng.choice([3, 6])), separators=0.02)
+    corpus = SuffixCorpus.open(_built(tmp_path, tokens))
+    params = np.array([corpus.max_token, 2, 2, 40], dtype=np.int64)
+    out = np.zeros(8, dtype=np.int32)
+    for _ in range(25):
+        pattern = rng.integers(0, 6, int(rng.integers(1, 80))).astype(np.int32)
+        if rng.random() < 0.5:  # a pattern the corpus holds, with or without a new ending
+            at = int(rng.integers(0, 500))
+            pattern = np.concatenate([pattern[:5], np.maximum(tokens[at : at + 70], 0)])
+        pn = len(pattern)
+        length, lo, hi = S.longest(corpus.text, corpus.sa, pattern, pn, 1, DEPTH)
+        if length:
+            ends = [i for i in range(len(tokens)) if _occurs(tokens, i, pattern[pn - length :])]
+            assert hi - lo == len(ends) and sorted(corpus.sa[lo:hi].tolist()) == ends
+        if length < min(pn, DEPTH):
+            longer = pattern[pn - length - 1 :]
+            assert not any(_occurs(tokens, i, longer) for i in range(len(tokens)))
+        d = S.draft(corpus.text, corpus.sa, pattern, pn, params, out)
+        assert out[:d].tolist() == corpus_draft(tokens, pattern, 8, 2, 2, 40, DEPTH)
+
+
+def _occurs(tokens, i, pattern):
+    return i + len(pattern) <= len(tokens) and tokens[i : i + len(pattern)].tolist() == list(
+        pattern
+    )
+
+
+def _built(tmp_path, tokens, name="corpus"):
+    """A suffix file of tokens, each separator (-1) a boundary between two token files."""
+    path = tmp_path / f"{name}.ngd"
+    pieces = np.split(tokens, np.flatnonzero(tokens < 0))
+    files = [
+        _token_file(tmp_path, piece[piece >= 0], f"{name}-{i}.i32")
+        for i, piece in enumerate(pieces)
+    ]
+    build_suffixes(Corpus.of(files), path)
+    assert np.array_equal(SuffixCorpus.open(path).text, tokens)
+    return path
+
+
+def test_drafter_asks_the_corpus_when_the_sequence_is_silent(tmp_path):
+    rng = np.random.default_rng(3)
+    phrase = rng.integers(1000, 2000, 12).astype(np.int32)
+    background = rng.integers(0, 5000, 3000).astype(np.int32)
+    parts = [background[:1000]]
+    for i in range(R.CORPUS_MIN_COUNT):  # often enough to be drafted
+        parts += [phrase, background[1000 + 100 * i : 1100 + 100 * i]]
+    tokens = np.concatenate(parts)
+    path = _built(tmp_path, tokens)
+    plain = Drafter(rules="suffix")
+    with_corpus = Drafter(rules="suffix", static=str(path))
+    prompt = np.concatenate([background[2000:2100], phrase[:4]])
+    for drafter in (plain, with_corpus):
+        drafter.start(prompt)
+    assert len(plain.draft()) == 0
+    assert with_corpus.draft().tolist() == phrase[4:12].tolist()
+    # Where the sequence drafts, the corpus is not asked: the sequence's copy wins.
+    own = np.concatenate([phrase[:4], [7, 7, 7, 7], prompt])
+    with_corpus.start(own)
+    assert with_corpus.draft().tolist()[:4] == [7, 7, 7, 7]
+
+
+def test_corpus_restraint_on_a_split_continuation(tmp_path):
+    """A continuation is drafted while it follows enough occurrences, and a share of them."""
+    a, b, c, d = [1, 2, 3], [10, 11, 12, 13], [20, 21, 22, 23], [30, 31]
+    rep = R.CORPUS_MIN_COUNT
+    assert 100 // 3 < R.CORPUS_MIN_SHARE <= 75
+    tokens = np.array((a + b) * rep + (a + c) * rep + (a + d) * rep + [99] * 5, dtype=np.int32)
+    corpus = SuffixCorpus.open(_built(tmp_path, tokens))
+    drafter = Drafter(rules="suffix", static=corpus)
+    drafter.start([50, 51, 1, 2, 3])
+    assert drafter.draft().tolist() == []  # 10, 20 or 30: a third each
+    drafter.start([50, 51, 1, 2, 3, 10])
+    # Then 1 2 3 follow all rep occurrences; after them 10 follows rep - 1: too few.
+    assert drafter.draft().tolist() == [11, 12, 13, 1, 2, 3]
+
+
+def test_wrong_kinds_are_named(tmp_path):
+    tokens = np.arange(100, dtype=np.int32) % 17
+    suffix_path = _built(tmp_path, tokens)
+    static_path = tmp_path / "static.ngd"
+    StaticCache.build(tokens, static_path)
+    with pytest.raises(WrongFileKindError, match="suffix file"):
+        StaticCache.open(suffix_path)
+    with pytest.raises(WrongFileKindError, match="suffix file"):
+        NgramCache.load(suffix_path)
+    with pytest.raises(WrongFileKindError, match="suffix file"):
+        Drafter(static=str(suffix_path))
+    with pytest.raises(WrongFileKindError, match="build-static --suffix"):
+        Drafter(rules="suffix", static=str(static_path))
+    for argv in (
+        ["merge-static", str(suffix_path), "-o", str(tmp_path / "m.ngd")],
+        ["convert", "--to-llamacpp", str(suffix_path), "-o", str(tmp_path / "x.bin")],
+        ["replay", str(tmp_path / "corpus-0.i32"), "--static", str(suffix_path)],
+    ):
+        assert cli_main(argv) == 1
+
+
+def test_tokenizer_and_vocabulary_checks(tmp_path):
+    text = tmp_path / "t.txt"
+    text.write_text("the cat sat on the mat " * 20, encoding="utf-8")
+    out = tmp_path / "t.ngd"
+    cli_main(["build-static", str(text), "--tokenizer", "llama3", "--suffix", "-o", str(out), "-q"])
+    with pytest.raises(TokenizerMismatchError, match="llama3"):
+        Drafter(rules="suffix", static=str(out), tokenizer="qwen3")
+    drafter = Drafter(rules="suffix", static=str(out), tokenizer="llama3")
+    with pytest.raises(VocabularyError, match="another tokenizer"):
+        drafter.check_vocabulary(100)
+
+
+def test_damaged_files_are_named_and_never_draft_out_of_range(tmp_path):
+    rng = np.random.default_rng(11)
+    tokens = corpus_stream(rng, 3000, 40, separators=0.01)
+    path = _built(tmp_path, tokens)
+    raw = bytearray(path.read_bytes())
+    (tmp_path / "cut.ngd").write_bytes(raw[: len(raw) - 100])
+    with pytest.raises(TruncatedFileError):
+        SuffixCorpus.open(tmp_path / "cut.ngd")
+    sa_at, sa_size = section(raw, "suffixes")
+    tok_at, tok_size = section(raw, "tokens")
+    sa = np.frombuffer(raw, dtype="<i4", count=sa_size // 4, offset=sa_at).copy()
+    sa[::7] = rng.integers(-(2**31), 2**31 - 1, len(sa[::7]))  # out of bounds, out of order
+    text = np.frombuffer(raw, dtype="<i4", count=tok_size // 4, offset=tok_at).copy()
+    text[::13] = 2**31 - 1  # ids above the recorded largest
+    raw[sa_at : sa_at + sa_size] = sa.tobytes()
+    raw[tok_at : tok_at + tok_size] = text.tobytes()
+    (tmp_path / "bad.ngd").write_bytes(raw)
+    with pytest.raises(ChecksumError):
+        SuffixCorpus.open(tmp_path / "bad.ngd").verify()
+    drafter = Drafter(rules="suffix", static=str(tmp_path / "bad.ngd"))
+    drafter.static.prefault().done.wait()
+    drafter.start(tokens[:20].clip(0))
+    with pytest.raises(ChecksumError):  # drafting stops once the warm-up found the damage
+        drafter.draft()
+    # Checksums forged: only the kernels' bounds stand between the damage and the model.
+    (tmp_path / "forged.ngd").write_bytes(forge(raw))
+    forged = SuffixCorpus.open(tmp_path / "forged.ngd")
+    forged.verify()
+    with pytest.raises(CorruptFileError):
+        forged.verify(deep=True)
+    drafter = Drafter(rules="suffix", static=forged, n_draft=16)
+    top = forged.max_token
+    drafted = 0
+    for start in range(0, 2900, 97):
+        drafter.start(tokens[start : start + 30].clip(0))
+        for _ in range(5):
+            d = drafter.draft()
+            drafted += len(d)
+            assert len(d) == 0 or (d.min() >= 0 and d.max() <= top)
+            drafter.accept([int(rng.integers(0, 40))])
+    assert drafted > 0
+
+
+def test_corpus_params_follow_the_rules():
+    params = corpus_params(None)
+    assert params[S.MIN_MATCH] == R.CORPUS_MIN_MATCH and params[S.MAX_TOKEN] == -1
+
+
+def test_format_worked_example(tmp_path):
+    """docs/format.md's worked example of the suffix kind."""
+    path = _built(tmp_path, np.array([5, 6, 5, 7, -1, 5, 6], dtype=np.int32))
+    corpus = SuffixCorpus.open(path)
+    assert corpus.sa.tolist() == [4, 5, 0, 2, 6, 1, 3]
+    assert S.find(corpus.text, corpus.sa, np.array([5], np.int32), 0, 1) == (1, 4)
+
+
+def test_batch_rows_share_the_corpus(tmp_path):
+    """Every row of a BatchDrafter drafts from the corpus as a lone Drafter does."""
+    rng = np.random.default_rng(5)
+    tokens = corpus_stream(rng, 2000, 30)
+    path = _built(tmp_path, tokens)
+    batch = BatchDrafter(rules="suffix", static=str(path), n_draft=6)
+    starts = [0, 400, 900, 1500]
+    for i, s in enumerate(starts):
+        batch.add(i, tokens[s : s + 20])
+    drafts, lengths = batch.draft(list(range(len(starts))))
+    for i, s in enumerate(starts):
+        alone = Drafter(rules="suffix", static=str(path), n_draft=6)
+        alone.start(tokens[s : s + 20])
+        assert drafts[i, : lengths[i]].tolist() == alone.draft().tolist()
+    assert lengths.sum() > 0
+    assert batch.static is not None
