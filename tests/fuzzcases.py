@@ -26,20 +26,22 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from hostile.mutations import forge, rehash, section
-from ngramdraft import Drafter, NgramCache, NgramdraftError, StaticCache, replay
+from ngramdraft import Drafter, NgramCache, NgramdraftError, RequestMemory, StaticCache, replay
 from ngramdraft.build.corpus import Corpus
 from ngramdraft.build.suffixes import build_suffixes
 from ngramdraft.caches.corpus import SuffixCorpus
 from ngramdraft.cli import main as cli_main
 from ngramdraft.drafting.replay import replay_suffix
-from ngramdraft.files.ngd import KIND_SUFFIX, SECTIONS, SECTIONS_OF, SLOTS
+from ngramdraft.files.ngd import KIND_REQUESTS, KIND_SUFFIX, SECTIONS, SECTIONS_OF, SLOTS
 
 KINDS = {
     "static": "static.ngd",
     "dynamic": "dynamic.ngd",
     "lookup": "lookup.bin",
     "suffix": "suffix.ngd",
+    "requests": "requests.ngd",
 }
+KIND_OF = {"suffix": KIND_SUFFIX, "requests": KIND_REQUESTS}
 EXTREMES = (0, 1, 2, 7, 2**31 - 1, 2**31, 2**32 - 1, 2**63 - 1, 2**64 - 1)
 # Header fields past the magic (docs/format.md): u32 at 8..27, u64 at 28..95,
 # then the section table (u64 offset, size, checksum, reserved per section).
@@ -66,6 +68,10 @@ def make_bases(directory):
     build_suffixes(
         Corpus.of([directory / "a.i32", directory / "b.i32"]), directory / KINDS["suffix"]
     )
+    memory = RequestMemory()
+    for start in range(0, len(stream), 300):
+        memory.add(stream[start : start + 300])
+    memory.save(directory / KINDS["requests"])
     np.save(directory / "stream.npy", stream)
 
 
@@ -93,7 +99,7 @@ def mutate(raw, kind, seed):
             value = (0, 1, -1, -2, 2**31 - 1, -(2**31), 1000, 5)[int(rng.integers(0, 8))]
             struct.pack_into("<i", raw, 4 * int(rng.integers(0, words)), value)
     else:  # a section body overwritten, every checksum forged
-        names = SECTIONS_OF[KIND_SUFFIX] if kind == "suffix" else SECTIONS
+        names = SECTIONS_OF[KIND_OF[kind]] if kind in KIND_OF else SECTIONS
         name = str(rng.choice(names[1:]))
         offset, size = section(raw, name)
         if size:
@@ -157,6 +163,8 @@ def exercise(path, kind, stream, out):
 
     if kind == "suffix":
         return _exercise_suffix(path, stream, out, step, named)
+    if kind == "requests":
+        return _exercise_requests(path, stream, out, step, named)
     if kind == "static":
         cache = StaticCache.open(path)  # a named error here ends the case
         top = cache.header.max_token
@@ -208,6 +216,27 @@ def _exercise_suffix(path, stream, out, step, named):
     step(lambda: Drafter(static=path))
     step(lambda: _cli("convert", str(path), "--to-llamacpp", "-o", str(out / "c.bin")))
     step(lambda: _cli("merge-static", str(path), "-o", str(out / "m.ngd")))
+    step(lambda: _cli("merge-dynamic", str(path), "-o", str(out / "m.bin")))
+    return named
+
+
+def _exercise_requests(path, stream, out, step, named):
+    """exercise() for a requests file: loaded, drafted from, added to and saved, and refused
+    by every 2-gram path."""
+    copy = out / "requests-copy.ngd"
+    copy.write_bytes(path.read_bytes())
+    memory = RequestMemory.load(path)  # a named error here ends the case
+    top = max(memory.max_token, int(stream.max()))
+    step(lambda: _drafts(Drafter(rules="suffix", dynamic=memory), stream, top))
+    step(lambda: _drafts(Drafter(rules="suffix", dynamic=copy), stream, top))  # saves to it
+    step(lambda: replay_suffix(stream[:600], 128, 8, None, copy))
+    step(lambda: _cli("inspect", str(path), "--verify"))
+    step(lambda: _cli("replay", str(out / "t.npy"), "--rules", "suffix", "--dynamic", str(copy)))
+    step(lambda: StaticCache.open(path))
+    step(lambda: NgramCache.load(path))
+    step(lambda: Drafter(dynamic=path))
+    step(lambda: SuffixCorpus.open(path))
+    step(lambda: _cli("convert", str(path), "--to-llamacpp", "-o", str(out / "c.bin")))
     step(lambda: _cli("merge-dynamic", str(path), "-o", str(out / "m.bin")))
     return named
 

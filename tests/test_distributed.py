@@ -25,6 +25,7 @@ from ngramdraft.build.corpus import Corpus  # noqa: E402
 from ngramdraft.build.counting import CacheTriples  # noqa: E402
 from ngramdraft.build.local import build_static  # noqa: E402
 from ngramdraft.build.sources import DatasetSource  # noqa: E402
+from ngramdraft.build.suffixes import build_suffixes  # noqa: E402
 from ngramdraft.errors import CorpusError  # noqa: E402
 from ngramdraft.kernels.triples import INT32_MAX  # noqa: E402
 
@@ -204,3 +205,26 @@ def test_files_of_many_blocks_in_shards_of_several(tmp_path, monkeypatch, separa
         assert len(shards) > 30 and max(len(s.part[1]) for s in shards) > 1
         D.build(c, corpus, tmp_path / "dist.ngd", shard_tokens=3000)
     assert (tmp_path / "dist.ngd").read_bytes() == expected
+
+
+def test_suffix_files_sorted_on_workers_are_the_single_machine_file(client, tmp_path):
+    """The suffix build's shards sorted as Dask tasks, merged here: the same bytes."""
+    corpus = Corpus.of(BOOKS, "llama3", True)
+    build_suffixes(corpus, tmp_path / "single.ngd", token_cache=str(tmp_path / "tokens"))
+    build_suffixes(
+        corpus,
+        tmp_path / "dist.ngd",
+        shard_tokens=5_000,
+        token_cache=str(tmp_path / "tokens"),
+        sort_shards=D.sort_shards_on(client),
+    )
+    assert (tmp_path / "dist.ngd").read_bytes() == (tmp_path / "single.ngd").read_bytes()
+
+
+def test_the_suffix_command_line_on_a_local_cluster(cli, tmp_path):
+    build = ["build-static", *BOOKS, "--tokenizer", "llama3", "--suffix"]
+    status, _, err = cli(*build, "-o", tmp_path / "a.ngd")
+    assert status == 0, err
+    status, _, err = cli(*build, "-o", tmp_path / "b.ngd", "--cluster", "local:1")
+    assert status == 0, err
+    assert (tmp_path / "a.ngd").read_bytes() == (tmp_path / "b.ngd").read_bytes()

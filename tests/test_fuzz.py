@@ -1,4 +1,7 @@
-"""Fuzz: seeded mutations of static, dynamic and llama.cpp files, each used in a child process.
+"""Fuzz: seeded mutations of every file kind, each used in a child process.
+
+The kinds: static, dynamic and llama.cpp files (llama.cpp's rules), suffix
+files and requests files (the suffix rules).
 
 Each mutated file goes through every entry point that takes a cache file
 (open, load, verify, draft, replay, a cache in the dynamic role,
@@ -6,8 +9,8 @@ Each mutated file goes through every entry point that takes a cache file
 ``merge-static``, ``merge-dynamic``, ``convert`` both ways: see
 ``fuzzcases.exercise``). Every case ends in a named error or in drafting that
 hands out only token ids the file allows: never a signal, a hang, a generic
-exception or an out-of-range token. The default run tries 4,500 cases (under
-a minute); ``pytest -m fuzz`` tries 24,000 (8,000 of each kind).
+exception or an out-of-range token. The default run tries 7,500 cases (about
+a minute); ``pytest -m fuzz`` tries 40,000 (8,000 of each kind).
 """
 
 import subprocess

@@ -12,6 +12,7 @@ from ngramdraft import (
     CorruptFileError,
     InvalidTokensError,
     NgramCache,
+    RequestMemory,
     StaticCache,
     SuffixCorpus,
     TruncatedFileError,
@@ -31,6 +32,7 @@ LOAD = "load"  # NgramCache.load
 SUFFIX = "suffix"  # SuffixCorpus.open
 SUFFIX_VERIFY = "suffix-verify"  # opens fine, SuffixCorpus.verify() raises
 SUFFIX_DEEP = "suffix-deep"  # checksums are right, SuffixCorpus.verify(deep=True) raises
+REQUESTS = "requests"  # RequestMemory.load
 TOKENS = "tokens"  # TokenFile(...).read
 CASES = {
     "empty.ngd": (OPEN, WrongFileKindError, "not an ngramdraft cache"),
@@ -67,12 +69,15 @@ CASES = {
     "tokens-2d.npy": (TOKENS, InvalidTokensError, "one-dimensional"),
     "tokens-too-large.npy": (TOKENS, InvalidTokensError, "2147483648 is not a token id"),
     "static-not-suffix.ngd": (SUFFIX, WrongFileKindError, "build-static --suffix"),
-    "suffix-truncated.ngd": (SUFFIX, TruncatedFileError, "suffixes section ends"),
+    "suffix-truncated.ngd": (SUFFIX, TruncatedFileError, "buckets section ends"),
     "suffix-bitflip-suffixes.ngd": (SUFFIX_VERIFY, ChecksumError, "suffixes section"),
     "suffix-wrong-size.ngd": (SUFFIX, CorruptFileError, "suffixes section is"),
     "suffix-too-long.ngd": (SUFFIX, CorruptFileError, "2147483648 tokens in a suffix file"),
     "suffix-unsorted.ngd": (SUFFIX_DEEP, CorruptFileError, "out of order"),
     "suffix-outside.ngd": (SUFFIX_DEEP, CorruptFileError, "points outside the corpus"),
+    "suffix-buckets-lie.ngd": (SUFFIX_DEEP, CorruptFileError, "buckets disagree"),
+    "requests-bitflip.ngd": (REQUESTS, ChecksumError, "tokens section"),
+    "requests-unended.ngd": (REQUESTS, CorruptFileError, "each ended by -1"),
 }
 
 
@@ -91,6 +96,8 @@ def _do(action, path):
         SuffixCorpus.open(path).verify()
     elif action == SUFFIX_DEEP:
         SuffixCorpus.open(path).verify(deep=True)
+    elif action == REQUESTS:
+        RequestMemory.load(path)
     else:
         f = TokenFile(path)
         f.read(0, len(f))

@@ -177,8 +177,8 @@ def test_bad_arguments_get_named_errors():
         Drafter(dynamic=NgramCache(), rules="suffix")
     with pytest.raises(InvalidParameterError, match="ngram_min"):
         Drafter(None, None, 8, 2, rules="suffix")
-    with pytest.raises(InvalidParameterError, match="save_every"):
-        Drafter(rules="suffix", save_every=5)
+    with pytest.raises(InvalidParameterError, match="max_dynamic_ngrams"):
+        Drafter(rules="suffix", max_dynamic_ngrams=5)
     with pytest.raises(InvalidParameterError, match="min_match"):
         Drafter(rules="suffix", min_match=1)
     with pytest.raises(InvalidParameterError, match="min_match"):
@@ -232,5 +232,24 @@ def test_replay_cli_takes_the_suffix_rules(cli, tmp_path):
     assert status == 0, err
     figures = json.loads(out)
     assert figures["n_accept"] > 500 and figures["n_predict"] == 1536
-    status, out, err = cli("replay", path, "--rules", "suffix", "--dynamic", tmp_path / "d.ngd")
-    assert status != 0 and len(err.strip().splitlines()) == 1 and "--dynamic" in err
+    # --dynamic: a requests file, kept for the next replay, which then drafts more.
+    args = ("replay", path, "--n-ctx", 512, "--rules", "suffix", "--json")
+    status, out, err = cli(*args, "--dynamic", tmp_path / "d.ngd")
+    assert status == 0, err
+    status, out, err = cli(*args, "--dynamic", tmp_path / "d.ngd")
+    assert json.loads(out)["n_accept"] > figures["n_accept"]
+    status, out, err = cli(*args, "--dynamic", tmp_path / "t.i32")
+    assert status != 0 and len(err.strip().splitlines()) == 1 and "t.i32" in err
+
+
+@pytest.mark.parametrize("rules", ["llamacpp", "suffix"])
+def test_a_drafter_refuses_to_be_copied(rules):
+    """Its state holds its arrays' addresses: a copy would read them after they were freed."""
+    import copy
+    import pickle
+
+    drafter = Drafter(rules=rules)
+    drafter.start([1, 2, 3])
+    for duplicate in (pickle.dumps, copy.deepcopy, copy.copy):
+        with pytest.raises(InvalidParameterError, match="cannot be copied or pickled"):
+            duplicate(drafter)

@@ -107,14 +107,14 @@ def test_search_and_draft_match_brute_force(tmp_path, seed):
             at = int(rng.integers(0, 500))
             pattern = np.concatenate([pattern[:5], np.maximum(tokens[at : at + 70], 0)])
         pn = len(pattern)
-        length, lo, hi = S.longest(corpus.text, corpus.sa, pattern, pn, 1, DEPTH)
+        length, lo, hi = S.longest(corpus.text, corpus.sa, corpus.buckets, pattern, pn, 1, DEPTH)
         if length:
             ends = [i for i in range(len(tokens)) if _occurs(tokens, i, pattern[pn - length :])]
             assert hi - lo == len(ends) and sorted(corpus.sa[lo:hi].tolist()) == ends
         if length < min(pn, DEPTH):
             longer = pattern[pn - length - 1 :]
             assert not any(_occurs(tokens, i, longer) for i in range(len(tokens)))
-        d = S.draft(corpus.text, corpus.sa, pattern, pn, params, out)
+        d = S.draft(corpus.text, corpus.sa, corpus.buckets, pattern, pn, params, out)
         assert out[:d].tolist() == corpus_draft(tokens, pattern, 8, 2, 2, 40, DEPTH)
 
 
@@ -260,7 +260,7 @@ def test_format_worked_example(tmp_path):
     path = _built(tmp_path, np.array([5, 6, 5, 7, -1, 5, 6], dtype=np.int32))
     corpus = SuffixCorpus.open(path)
     assert corpus.sa.tolist() == [4, 5, 0, 2, 6, 1, 3]
-    assert S.find(corpus.text, corpus.sa, np.array([5], np.int32), 0, 1) == (1, 4)
+    assert S.find(corpus.text, corpus.sa, corpus.buckets, np.array([5], np.int32), 0, 1) == (1, 4)
 
 
 def test_batch_rows_share_the_corpus(tmp_path):

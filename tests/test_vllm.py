@@ -16,7 +16,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from ngramdraft import Drafter, NgramCache, SuffixCorpus
+from ngramdraft import Drafter, NgramCache, RequestMemory, SuffixCorpus
 from ngramdraft.integrations.vllm import NgramProposer
 
 VOCAB = 512
@@ -93,7 +93,7 @@ def engine_runs(tmp_path_factory):
     }
     runs = []
     proposer = "ngramdraft.integrations.vllm.NgramProposer"
-    suffix_env = {k: v for k, v in env.items() if k != "NGRAMDRAFT_DYNAMIC"}
+    suffix_env = {**env, "NGRAMDRAFT_DYNAMIC": str(root / "requests-suffix.ngd")}
     suffix_env["NGRAMDRAFT_RULES"] = "suffix"
     # A corpus of the vocabulary's ids: its drafts are mostly wrong, which a lossless
     # engine must reject.
@@ -117,6 +117,24 @@ def test_greedy_output_is_identical_with_the_proposer(engine_runs, rules):
     stats = drafted["stats"]
     assert stats["drafted"] > 100  # it did draft: the random model repeats itself
     assert stats["started"] == N_REQUESTS  # each request followed once, packing and all
+
+
+def test_finished_requests_reach_the_suffix_rules_requests_file(engine_runs):
+    _, _, path, suffix = engine_runs
+    held = RequestMemory.load(path.with_name("requests-suffix.ngd")).index.tokens.tolist()
+    sequences, seq = [], []
+    for t in held:
+        if t == -1:
+            sequences.append(seq)
+            seq = []
+        else:
+            seq.append(t)
+    expected = [p + t for p, t in zip(suffix["prompts"], suffix["tokens"], strict=True)]
+    # Each request once, as the proposer saw it: its output, and any drafts vLLM
+    # accepted past the output's length before cutting it there.
+    assert len(sequences) == len(expected)
+    for e in expected:
+        assert any(held[: len(e)] == e for held in sequences)
 
 
 def test_finished_requests_reach_the_dynamic_file(engine_runs):

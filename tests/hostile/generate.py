@@ -13,7 +13,7 @@ import numpy as np
 import xxhash
 from mutations import forge, rehash, section, set_section
 
-from ngramdraft import NgramCache, StaticCache, SuffixCorpus
+from ngramdraft import NgramCache, RequestMemory, StaticCache, SuffixCorpus
 from ngramdraft.files.ngd import SECTIONS
 
 HERE = Path(__file__).resolve().parent
@@ -48,7 +48,27 @@ def suffix_files(static):
         sa = np.frombuffer(raw, dtype="<i4", count=size // 4, offset=offset)
         raw[offset : offset + size] = fix(sa).astype("<i4").tobytes()
         files[name] = forge(raw)
+    raw = bytearray(valid)
+    offset, size = section(raw, "buckets")
+    raw[offset : offset + size] = np.full(size // 8, -(2**40), dtype="<i8").tobytes()
+    files["suffix-buckets-lie.ngd"] = forge(raw)
     return files
+
+
+def requests_files():
+    """Hostile requests files (the earlier requests of rules="suffix")."""
+    memory = RequestMemory()
+    memory.add(TOKENS[:200])
+    memory.add(TOKENS[200:])
+    memory.save(HERE / "_requests.ngd")
+    valid = bytearray((HERE / "_requests.ngd").read_bytes())
+    (HERE / "_requests.ngd").unlink()
+    offset, size = section(valid, "tokens")
+    flipped = bytearray(valid)
+    flipped[offset + size // 2] ^= 0x10
+    unended = bytearray(valid)
+    unended[offset + size - 4 : offset + size] = np.int32(5).tobytes()
+    return {"requests-bitflip.ngd": flipped, "requests-unended.ngd": forge(unended)}
 
 
 def main():
@@ -119,6 +139,7 @@ def main():
     files["dynamic-bitflip-counts.ngd"] = raw
     (HERE / "_dyn.ngd").unlink()
     files.update(suffix_files(valid))
+    files.update(requests_files())
 
     def words(*values):
         return np.array(values, dtype="<i4").tobytes()

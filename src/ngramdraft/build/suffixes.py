@@ -24,15 +24,15 @@ import numpy as np
 
 from ..errors import InvalidParameterError
 from ..files.atomic import disk_full_named, spool_directory, write_array
-from ..files.ngd import MAX_CORPUS, Header, write_suffix_file
+from ..files.ngd import MAX_BUCKET_IDS, MAX_CORPUS, Header, write_suffix_file
 from ..kernels.suffixsort import DEPTH, merge_block, sort_shard
 from ..progress import Progress
 from .corpus import Corpus
-from .counting import BASELINE_BYTES
+from .counting import BASELINE_BYTES, add_counts
 
-# libdivsufsort's peak per token of a shard: the ids as bytes, a suffix array of
-# four entries per token, and the filtered copy (benchmarks/corpus_index.py).
-BYTES_PER_TOKEN = 40
+# A shard's peak per token: libdivsufsort's ids as bytes and suffix array of four
+# entries per token, its filtered copy, ours (46 measured whole, benchmarks/corpus_index.py).
+BYTES_PER_TOKEN = 48
 # Without a memory limit: the most tokens whose byte suffix array stays int32.
 MAX_SHARD = 1 << 28
 MERGE_BLOCK = 1 << 20
@@ -73,7 +73,7 @@ def build_suffixes(
     shard = shard_tokens or shard_budget(memory_limit)
     with spool_directory(path) as spools:
         joined = Path(spools) / "tokens"
-        n, n_source, max_token = _join(streams, corpus.separate, joined, path)
+        n, n_source, max_token, counts = _join(streams, corpus.separate, joined, path)
         text = np.memmap(joined, dtype=np.int32, mode="r") if n else np.zeros(0, np.int32)
         bounds = [*range(0, n, shard), n] if n else [0]
         runs = Path(spools) / "runs"
@@ -93,6 +93,7 @@ def build_suffixes(
                 path,
                 [t],
                 [s],
+                _buckets(counts, n - n_source, max_token),
                 n_tokens=n,
                 max_token=max_token,
                 n_source_tokens=n_source,
@@ -102,10 +103,12 @@ def build_suffixes(
 
 def _join(
     streams: list[Any], separate: bool, spool: Path, path: str | os.PathLike[str]
-) -> tuple[int, int, int]:
-    """Join the streams into ``spool``; (tokens written, corpus tokens, largest id)."""
+) -> tuple[int, int, int, np.ndarray | None]:
+    """Join the streams into ``spool``; (tokens written, corpus tokens, largest id, each
+    id's count, or None past MAX_BUCKET_IDS)."""
     n = n_source = 0
     max_token = -1
+    counts: np.ndarray | None = np.zeros(0, dtype=np.int64)
     with open(spool, "wb") as out, disk_full_named(path):
         for tokens, starts in streams:
             cuts = starts if separate and starts is not None else np.zeros(0, np.int64)
@@ -119,13 +122,27 @@ def _join(
                     n += len(piece)
                     n_source += len(piece)
                     max_token = max(max_token, int(piece.max(initial=-1)))
+                    if counts is not None and max_token < MAX_BUCKET_IDS:
+                        counts = add_counts(counts, np.bincount(piece))
+                    else:
+                        counts = None
                 base += len(chunk)
             if n > MAX_CORPUS:
                 raise InvalidParameterError(
                     f"the corpus has more than {MAX_CORPUS} tokens, the most a suffix file "
                     "holds: build one file per part of it"
                 )
-    return n, n_source, max_token
+    return n, n_source, max_token, counts
+
+
+def _buckets(counts: np.ndarray | None, separators: int, max_token: int) -> np.ndarray:
+    """buckets[j]: positions whose token is below j - 1 (``docs/format.md``), or none."""
+    if counts is None:
+        return np.zeros(0, dtype=np.int64)
+    per_id = np.zeros(max_token + 2, dtype=np.int64)
+    per_id[0] = separators
+    per_id[1 : len(counts) + 1] = counts
+    return np.concatenate([[0], np.cumsum(per_id)]).astype(np.int64)
 
 
 def _documents(chunk: np.ndarray, base: int, starts: np.ndarray) -> list[np.ndarray]:

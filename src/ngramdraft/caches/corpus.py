@@ -14,6 +14,7 @@ from ..errors import CorruptFileError, InvalidParameterError, WrongFileKindError
 from ..files.kinds import file_format
 from ..files.ngd import (
     KIND_NAMES,
+    KIND_REQUESTS,
     KIND_SUFFIX,
     Header,
     map_file,
@@ -36,7 +37,8 @@ class SuffixCorpus(MappedFile, RecordedTokenizer):
     Open with :meth:`open` (reads one page, whatever the size); build with
     :meth:`build` or ``ngramdraft build-static --suffix``.
     Any number of drafters, threads or processes can share one. ``text`` and
-    ``sa`` are int32 views of the mapping (``docs/format.md``, the suffix kind).
+    ``sa`` are int32 views of the mapping, ``buckets`` int64 (``docs/format.md``,
+    the suffix kind).
     """
 
     role = "static"
@@ -50,6 +52,7 @@ class SuffixCorpus(MappedFile, RecordedTokenizer):
         n = header.n_entries
         self.text = section_array(mm, header, "tokens", np.int32, (n,))
         self.sa = section_array(mm, header, "suffixes", np.int32, (n,))
+        self.buckets = section_array(mm, header, "buckets", np.int64, (-1,))
 
     @classmethod
     def open(
@@ -63,10 +66,15 @@ class SuffixCorpus(MappedFile, RecordedTokenizer):
             )
         mm, header = map_file(path)
         if header.kind != KIND_SUFFIX:
+            what = (
+                "earlier requests (rules='suffix' takes them as dynamic=)"
+                if header.kind == KIND_REQUESTS
+                else "a 2-gram cache, which only llama.cpp's rules draft from"
+            )
             raise WrongFileKindError(
-                f"{path}: a {KIND_NAMES[header.kind]} 2-gram cache, which only llama.cpp's rules "
-                "draft from: rules='suffix' takes a corpus built by `ngramdraft build-static "
-                "--suffix` (or use rules='llamacpp')"
+                f"{path}: a {KIND_NAMES[header.kind]} file, {what}: rules='suffix' takes as "
+                "static= a corpus built by `ngramdraft build-static --suffix` (or use "
+                "rules='llamacpp')"
             )
         corpus = cls(mm, header, read_meta(mm, header, path), path)
         if verify:
@@ -134,6 +142,15 @@ class SuffixCorpus(MappedFile, RecordedTokenizer):
             raise CorruptFileError(f"{self.path}: the suffix array misses some positions")
         if (bad := first_out_of_order(self.text, sa)) >= 0:
             raise CorruptFileError(f"{self.path}: suffixes {bad} and {bad + 1} are out of order")
+        if len(self.buckets) and not np.array_equal(self.buckets, self._counted_buckets()):
+            raise CorruptFileError(f"{self.path}: the buckets disagree with the tokens")
+
+    def _counted_buckets(self) -> np.ndarray:
+        per_id = np.zeros(self.max_token + 2, dtype=np.int64)
+        for start in range(0, len(self), 1 << 24):
+            chunk = self.text[start : start + (1 << 24)].astype(np.int64) + 1
+            per_id += np.bincount(chunk, minlength=len(per_id))
+        return np.concatenate([[0], np.cumsum(per_id)])
 
     def __reduce__(self) -> tuple[Any, tuple[str]]:
         # Another process maps the same file rather than receiving a copy of it.

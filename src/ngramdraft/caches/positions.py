@@ -6,6 +6,11 @@ The storage of the suffix rules' sequence and earlier-requests roles
 positions; ``rewind`` unfiles them, exactly, in time proportional to the
 tokens removed; a query costs the same at any length.
 
+Kernels take the index by its ``handle`` (``kernels/handles.py``): an int64
+array of the arrays' addresses and sizes and the count ``n``, which the
+index rewrites whenever it replaces its arrays, so one address stays valid
+for the index's life.
+
 Memory, per token of capacity: 4 bytes of token, 4 per size of ``prev`` and
 8 per size of ``head`` (twice the capacity, so a chain's head is rarely
 shared), i.e. 40 bytes with three sizes. Capacity doubles as tokens arrive
@@ -15,11 +20,10 @@ sequence of n tokens holds between 40n and 80n bytes.
 
 import numpy as np
 
-from ..kernels.chains import file_positions, unfile_positions
+from ..kernels.chains import MAX_CHAIN, MAX_MATCH, file_positions, unfile_positions
+from ..kernels.handles import POSITIONS_N, POSITIONS_WORDS, SIZES, positions_handle
 
-SIZES = np.array([2, 4, 8], dtype=np.int64)
-MAX_MATCH = 64  # tokens a match is measured back over: longer ones tie
-MAX_CHAIN = 32  # candidates a query tries per n-gram size
+__all__ = ["MAX_CHAIN", "MAX_MATCH", "SIZES", "PositionIndex"]
 INITIAL = 256
 
 
@@ -27,13 +31,29 @@ class PositionIndex:
     """Tokens (int32, -1 allowed as a separator) with their positions filed by n-gram."""
 
     def __init__(self, capacity: int = INITIAL) -> None:
-        self.n = 0
+        self.handle = np.zeros(POSITIONS_WORDS, dtype=np.int64)
         self._alloc(max(INITIAL, capacity))
+
+    @property
+    def n(self) -> int:
+        """Tokens held (kept in the handle, where kernels read and advance it)."""
+        return int(self.handle[POSITIONS_N])
+
+    @n.setter
+    def n(self, value: int) -> None:
+        self.handle[POSITIONS_N] = value
 
     def _alloc(self, capacity: int) -> None:
         self.text = np.full(capacity, -1, dtype=np.int32)
         self.prev = np.full((len(SIZES), capacity), -1, dtype=np.int32)
         self.head = np.full((len(SIZES), 2 * capacity), -1, dtype=np.int32)
+        positions_handle(self.text, self.prev, self.head, self.handle)
+
+    def reset(self, tokens: np.ndarray) -> None:
+        """Hold exactly ``tokens`` (checked int32), in arrays sized for them; the handle stays."""
+        self.n = 0
+        self._alloc(max(INITIAL, len(tokens)))
+        self.append(tokens)
 
     @property
     def tokens(self) -> np.ndarray:

@@ -7,13 +7,25 @@ the longest match of the current sequence's end in any of them. Past
 newest that fill half the budget, so a rebuild's cost is spread over at
 least half a budget of added tokens. One memory may be shared by any number
 of drafters and threads: ``lock`` is held while it changes and while a
-drafter's kernel reads it.
+drafter's kernel reads it. Saved, it is a requests file (``docs/format.md``,
+kind 4: the tokens as held); ``caches/shared.py`` shares one between
+processes.
 """
 
+import os
 import threading
 
 import numpy as np
 
+from ..errors import CorruptFileError, WrongFileKindError
+from ..files.ngd import (
+    KIND_NAMES,
+    KIND_REQUESTS,
+    map_file,
+    section_array,
+    verify_sections,
+    write_requests_file,
+)
 from ..validation import as_tokens, check_int
 from .positions import PositionIndex
 
@@ -48,14 +60,57 @@ class RequestMemory:
 
     def _evict(self, keep: int) -> None:
         """Keep only the newest whole sequences that fit in ``keep`` tokens."""
-        held = self.index.tokens
-        need = len(held) - keep  # tokens to drop, at least
-        if need <= 0:
-            return
-        ends = np.flatnonzero(held == -1)  # each sequence ends with its separator
-        at = np.searchsorted(ends, need - 1)  # the first end at or past need
-        cut = int(ends[at]) + 1 if at < len(ends) else len(held)
-        kept = held[cut:].copy()
-        self.index = PositionIndex(len(kept) + 1)
-        self.index.append(kept)
-        self.max_token = int(kept.max(initial=-1))
+        self.index.reset(_newest(self.index.tokens, keep))  # in place: drafters hold its handle
+        self.max_token = int(self.index.tokens.max(initial=-1))
+
+    def hold(self, tokens: np.ndarray) -> None:
+        """Hold exactly these sequences (int32, each ended by -1), the newest if over budget."""
+        with self.lock:
+            self.index.reset(
+                _newest(
+                    tokens, self.max_tokens // 2 if len(tokens) > self.max_tokens else len(tokens)
+                )
+            )
+            self.max_token = int(self.index.tokens.max(initial=-1))
+
+    def save(self, path: str | os.PathLike[str]) -> None:
+        """Write the sequences held as a requests file, atomically."""
+        with self.lock:
+            write_requests_file(path, self.index.tokens.copy(), self.max_token)
+
+    @classmethod
+    def load(
+        cls, path: str | os.PathLike[str], max_tokens: int = MAX_TOKENS, *, missing_ok: bool = False
+    ) -> "RequestMemory":
+        """A RequestMemory holding a requests file's sequences (every byte checked)."""
+        memory = cls(max_tokens)
+        if missing_ok and not os.path.exists(path):
+            return memory
+        mm, header = map_file(path)
+        if header.kind != KIND_REQUESTS:
+            raise WrongFileKindError(
+                f"{path}: a {KIND_NAMES[header.kind]} file, not a requests file: rules='suffix' "
+                "keeps earlier requests in a file of its own (give dynamic= a new path)"
+            )
+        verify_sections(mm, header, path)
+        tokens = section_array(mm, header, "tokens", np.int32, (header.n_entries,))
+        if len(tokens) and (
+            tokens[-1] != -1 or int(tokens.min()) < -1 or int(tokens.max()) != header.max_token
+        ):
+            raise CorruptFileError(
+                f"{path}: not sequences of token ids each ended by -1, or max_token "
+                f"{header.max_token} is not their largest id"
+            )
+        memory.hold(tokens.copy())
+        return memory
+
+
+def _newest(held: np.ndarray, keep: int) -> np.ndarray:
+    """The newest whole sequences of ``held`` (each ended by -1) that fit in ``keep`` tokens."""
+    need = len(held) - keep  # tokens to drop, at least
+    if need <= 0:
+        return held
+    ends = np.flatnonzero(held == -1)
+    at = np.searchsorted(ends, need - 1)  # the first end at or past need
+    cut = int(ends[at]) + 1 if at < len(ends) else len(held)
+    return held[cut:].copy()

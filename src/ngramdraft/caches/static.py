@@ -24,8 +24,7 @@ from ..files.kinds import file_format
 from ..files.ngd import (
     KIND_NAMES,
     KIND_STATIC,
-    KIND_SUFFIX,
-    SUFFIX_NOT_NGRAMS,
+    NOT_NGRAMS,
     Header,
     frozen_view,
     make_constmap,
@@ -88,8 +87,8 @@ class StaticCache(MappedFile, RecordedTokenizer, Cache):
         Opening reads one page; :meth:`prefault` maps the rest in the background.
         """
         mm, header = map_file(path)
-        if header.kind == KIND_SUFFIX:
-            raise WrongFileKindError(f"{path}: {SUFFIX_NOT_NGRAMS}")
+        if header.kind in NOT_NGRAMS:
+            raise WrongFileKindError(f"{path}: {NOT_NGRAMS[header.kind]}")
         if header.kind != KIND_STATIC:
             raise WrongFileKindError(
                 f"{path}: a {KIND_NAMES[header.kind]} cache, not a static one "

@@ -4,8 +4,6 @@ import argparse
 import textwrap
 from typing import Any
 
-from ..errors import InvalidParameterError
-
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 
 
@@ -70,7 +68,7 @@ def add_cache_arguments(p: argparse.ArgumentParser, dynamic_help: str) -> None:
         default="llamacpp",
         help="the drafting rules: llamacpp (the default, llama.cpp's bit for bit) or suffix "
         "(opt-in: copy what followed the longest earlier match; --static then takes a "
-        "suffix file from `build-static --suffix`; earlier requests are kept in memory)",
+        "suffix file from `build-static --suffix`, --dynamic a requests file)",
     )
     p.add_argument(
         "--n-draft",
@@ -80,15 +78,6 @@ def add_cache_arguments(p: argparse.ArgumentParser, dynamic_help: str) -> None:
         metavar="N",
         help="most tokens drafted per step (default: 8, as llama.cpp)",
     )
-
-
-def check_rules_caches(args: argparse.Namespace) -> None:
-    """The suffix rules keep earlier requests in memory: say so rather than ignore --dynamic."""
-    if args.rules == "suffix" and args.dynamic:
-        raise InvalidParameterError(
-            "--rules suffix keeps earlier requests in memory: --dynamic is llama.cpp's rules' "
-            "cache file (drop it, or use --rules llamacpp)"
-        )
 
 
 def say(args: argparse.Namespace, text: str) -> None:

@@ -8,7 +8,7 @@ from typing import Any
 
 from ..drafting.policy import AdaptiveLength, CostAwareLength, Policy
 from ..errors import InvalidParameterError
-from .args import add_cache_arguments, check_rules_caches, positive, subcommand
+from .args import add_cache_arguments, positive, subcommand
 
 
 def register(sub: Any) -> None:
@@ -107,17 +107,13 @@ def _draft_model(
 
     if policy is None and args.adaptive:
         policy = AdaptiveLength()
-    check_rules_caches(args)
-    if args.rules == "suffix":
-        return NgramDraftModel(
-            static=args.static, n_draft=args.n_draft, policy=policy, rules="suffix"
-        )
     return NgramDraftModel(
         static=args.static,
         dynamic=args.dynamic,
         n_draft=args.n_draft,
         policy=policy,
         save_every=save_every,
+        rules=args.rules,
     )
 
 

@@ -9,11 +9,12 @@ from typing import Any
 from ..caches.base import Cache
 from ..caches.corpus import SuffixCorpus
 from ..caches.ngram import NgramCache
+from ..caches.requests import RequestMemory
 from ..caches.shared import format_for
 from ..caches.static import StaticCache
 from ..errors import InvalidParameterError
 from ..files.kinds import file_format, file_kind
-from ..files.ngd import KIND_NAMES, Header
+from ..files.ngd import KIND_NAMES, MAX_CORPUS, Header
 from .args import subcommand
 
 
@@ -93,6 +94,8 @@ def inspect_command(args: argparse.Namespace) -> None:
         info = _static_info(args.cache, args.verify)
     elif kind == "suffix":
         info = _suffix_info(args.cache, args.verify)
+    elif kind == "requests":
+        info = _requests_info(args.cache)
     else:
         info = _dynamic_info(args.cache, args.verify)
     if args.verify:
@@ -157,6 +160,18 @@ def _suffix_info(path: str, verify: bool) -> dict[str, Any]:
         "max_token": h.max_token,
         "sections": _sections(h),
         "meta": corpus.meta,
+    }
+
+
+def _requests_info(path: str) -> dict[str, Any]:
+    """A requests file's sequences (loading checks its checksums and every token)."""
+    tokens = RequestMemory.load(path, MAX_CORPUS).index.tokens
+    return {
+        "path": path,
+        "kind": "requests",
+        "file_bytes": Path(path).stat().st_size,
+        "n_sequences": int((tokens == -1).sum()),
+        "n_tokens": int((tokens >= 0).sum()),
     }
 
 

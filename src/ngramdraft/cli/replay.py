@@ -17,7 +17,7 @@ from ..errors import InvalidParameterError
 from ..files.atomic import atomic_output, write_array
 from ..files.tokens import RAW_SUFFIXES, TokenFile
 from ..tokenizers import load_tokenizer
-from .args import add_cache_arguments, check_rules_caches, subcommand
+from .args import add_cache_arguments, subcommand
 
 
 def register(sub: Any) -> None:
@@ -78,11 +78,16 @@ def replay_command(args: argparse.Namespace) -> None:
             TextFiles([args.tokens]), tokenizer, cache_dir(args.token_cache), quiet=True
         )
     seq = tokens.read(0, len(tokens))
-    check_rules_caches(args)
     if args.rules == "suffix":
         quiet = args.quiet or args.json
         result = replay_suffix(
-            seq, args.n_ctx, args.n_draft, args.static, dump=bool(args.dump), quiet=quiet
+            seq,
+            args.n_ctx,
+            args.n_draft,
+            args.static,
+            args.dynamic,
+            dump=bool(args.dump),
+            quiet=quiet,
         )
     else:
         result = _replay_llamacpp(args, seq, tokenizer)

@@ -40,6 +40,14 @@ class SequenceDrafter(abc.ABC):
             [] if isinstance(self._policy, Learns) else None
         )
 
+    def __getstate__(self) -> None:
+        # A copy would share the original's arrays through the addresses in its
+        # state, and read them after they are freed; unpickled elsewhere, any memory.
+        raise InvalidParameterError(
+            f"a {type(self).__name__} holds its arrays' addresses for its kernels and cannot be "
+            "copied or pickled: make a new one (caches are shared by passing them to it)"
+        )
+
     @property
     @abc.abstractmethod
     def _n(self) -> int:

@@ -39,6 +39,7 @@ if TYPE_CHECKING:
 
     from ..caches.base import Cache
     from ..caches.corpus import SuffixCorpus
+    from ..caches.requests import RequestMemory
     from ..caches.static import StaticCache
 
 
@@ -181,11 +182,15 @@ def replay_suffix(
     n_ctx: int = 4096,
     n_draft: int = 8,
     static: "SuffixCorpus | str | os.PathLike[str] | None" = None,
+    dynamic: "RequestMemory | str | os.PathLike[str] | None" = None,
     *,
     dump: bool = False,
     quiet: bool = True,
 ) -> ReplayResult:
     """replay's protocol drafted by the suffix rules: each chunk remembered for the next ones.
+
+    ``dynamic`` (a requests file's path, or a RequestMemory) starts from its
+    earlier requests and keeps the chunks; a path is saved at the end.
 
     A chunk is one SuffixDrafter sequence, finished into the drafter's
     earlier requests as replay merges a chunk into the dynamic cache. One
@@ -195,7 +200,7 @@ def replay_suffix(
     n_ctx = check_int(n_ctx, "n_ctx", 2)
     n_draft = check_int(n_draft, "n_draft", 1, 4096)
     t0 = time.perf_counter()
-    drafter = SuffixDrafter(static, n_draft=n_draft)
+    drafter = SuffixDrafter(static, dynamic, n_draft=n_draft)
     t_load = time.perf_counter() - t0
     drafter.start(seq[:1])  # loads the kernels, apart from the clock that times drafting
     drafter.draft()
@@ -226,6 +231,7 @@ def replay_suffix(
             drafter.finish()
             t_draft += time.perf_counter() - t1
             progress.update(n_ctx)
+    drafter.flush()
     return ReplayResult(
         n_ctx=n_ctx,
         n_draft=n_draft,

@@ -7,13 +7,16 @@ which any number of drafters may share. A draft and an accept are one
 kernel call each.
 """
 
+import os
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ..caches.corpus import SuffixCorpus, as_corpus
-from ..caches.positions import MAX_CHAIN, MAX_MATCH, SIZES, PositionIndex
+from ..caches.positions import MAX_MATCH, PositionIndex
 from ..caches.requests import MAX_TOKENS, RequestMemory
+from ..caches.shared import LOCK_TIMEOUT, SharedRequestFile
+from ..caches.warmup import NO_WARMUP
 from ..errors import InvalidParameterError, VocabularyError
 from ..kernels import suffixsearch as S
 from ..rules import suffix as R
@@ -26,13 +29,12 @@ if TYPE_CHECKING:
 
 MAX_DRAFT = 4096
 REPLY_ROOM = 256
-LLAMACPP_ONLY = ("lock_timeout", "save_every", "max_dynamic_ngrams")
-_LIMITS = np.array([MAX_MATCH, MAX_CHAIN], dtype=np.int64)
+LLAMACPP_ONLY = ("max_dynamic_ngrams",)
 
 
 def suffix_drafter(
     static: object = None,
-    dynamic: RequestMemory | None = None,
+    dynamic: "RequestMemory | SharedRequestFile | str | os.PathLike[str] | None" = None,
     n_draft: int = 8,
     ngram_min: int = 1,
     ngram_max: int = 4,
@@ -46,6 +48,10 @@ def suffix_drafter(
             f"{', '.join(named)}: llama.cpp's rules' setting, which rules='suffix' does not use"
         )
     return SuffixDrafter(static, dynamic, n_draft, **options)
+
+
+def _address(array: np.ndarray) -> tuple[int, int]:
+    return array.ctypes.data, len(array)
 
 
 def corpus_params(corpus: SuffixCorpus | None) -> np.ndarray:
@@ -67,9 +73,13 @@ class SuffixDrafter(SequenceDrafter):
         A corpus's suffix file (``build-static --suffix``): drafted from when
         the sequence and the earlier requests draft nothing, its commonest
         continuation of the longest match (``docs/suffix.md``).
-    dynamic : RequestMemory, optional
-        Earlier requests, shared by whoever holds the same memory; without
-        one the drafter keeps its own (``max_dynamic_tokens`` its budget).
+    dynamic : RequestMemory, SharedRequestFile or path, optional
+        Earlier requests, shared by whoever holds the same memory; a path
+        is a requests file that finished sequences are saved to and that
+        other drafters and processes may share (``caches/shared.py``:
+        merged under its lock, nothing lost; ``save_every`` and
+        ``lock_timeout`` as for llama.cpp's dynamic file). Without one the
+        drafter keeps its own memory; ``max_dynamic_tokens`` is the budget.
     n_draft : int
         The most tokens one :meth:`draft` returns.
     min_match : int
@@ -82,40 +92,59 @@ class SuffixDrafter(SequenceDrafter):
     def __init__(
         self,
         static: object = None,
-        dynamic: RequestMemory | None = None,
+        dynamic: "RequestMemory | SharedRequestFile | str | os.PathLike[str] | None" = None,
         n_draft: int = 8,
         *,
         min_match: int = R.MIN_MATCH_DEFAULT,
         max_dynamic_tokens: int | None = None,
+        save_every: float = 0.0,
+        lock_timeout: float = LOCK_TIMEOUT,
         policy: Policy | None = None,
         tokenizer: object = None,
     ) -> None:
         self.n_draft = check_int(n_draft, "n_draft", 1, MAX_DRAFT)
         self.static = as_corpus(static, tokenizer)
-        if self.static is not None:
-            self.static.prefault()  # pages mapped and checksums checked, in the background
-        if dynamic is None:
-            budget = MAX_TOKENS if max_dynamic_tokens is None else max_dynamic_tokens
+        # Pages mapped and checksums checked in the background; damage found stops drafting.
+        self._warmup = NO_WARMUP if self.static is None else self.static.prefault()
+        budget = MAX_TOKENS if max_dynamic_tokens is None else max_dynamic_tokens
+        if isinstance(dynamic, str | os.PathLike):
+            dynamic = SharedRequestFile(
+                dynamic, lock_timeout=lock_timeout, max_tokens=budget, save_every=save_every
+            )
+        self.shared = dynamic if isinstance(dynamic, SharedRequestFile) else None
+        if self.shared is not None:
+            dynamic = self.shared.cache
+        elif dynamic is None:
             dynamic = RequestMemory(budget)
         elif not isinstance(dynamic, RequestMemory):
             raise InvalidParameterError(
                 f"rules='suffix' remembers earlier requests in a RequestMemory, got "
-                f"{type(dynamic).__name__} (an n-gram cache or its file belongs to llama.cpp's "
-                "rules): pass dynamic=RequestMemory(), or nothing"
+                f"{type(dynamic).__name__} (an n-gram cache belongs to llama.cpp's rules): "
+                "pass dynamic=RequestMemory(), a requests file's path, or nothing"
             )
         self.dynamic = dynamic
-        self._corpus_params = corpus_params(self.static)
         self._index = PositionIndex()
         self._buf = np.zeros(self.n_draft, dtype=np.int32)
-        self._st = np.zeros(R.STATE_WORDS, dtype=np.int64)
-        self._st[R.N_DRAFT] = self.n_draft
-        self._st[R.MIN_MATCH] = check_int(min_match, "min_match", 2, MAX_MATCH)
+        # The kernels' one argument (rules/suffix.py): it points at the index, the
+        # earlier requests' index, the buffer and the corpus, which this object keeps alive.
+        st = self._st = np.zeros(R.STATE_WORDS, dtype=np.int64)
+        st[R.N_DRAFT] = self.n_draft
+        st[R.MIN_MATCH] = check_int(min_match, "min_match", 2, MAX_MATCH)
+        st[R.SEQ_INDEX] = self._index.handle.ctypes.data
+        st[R.MEM_INDEX] = dynamic.index.handle.ctypes.data
+        st[R.OUT : R.OUT + 2] = self._buf.ctypes.data, len(self._buf)
+        if self.static is not None:
+            st[R.CORPUS_TEXT : R.CORPUS_TEXT + 2] = _address(self.static.text)
+            st[R.CORPUS_SA : R.CORPUS_SA + 2] = _address(self.static.sa)
+            if len(self.static.buckets):
+                st[R.CORPUS_BUCKETS : R.CORPUS_BUCKETS + 2] = _address(self.static.buckets)
+        st[R.CORPUS_ARGS : R.CORPUS_ARGS + 4] = corpus_params(self.static)
         self._started = False
         self._init_policy(policy)
 
     @property
     def _n(self) -> int:
-        return int(self._st[R.N])
+        return self._index.n
 
     @property
     def _held(self) -> np.ndarray:
@@ -126,40 +155,16 @@ class SuffixDrafter(SequenceDrafter):
         prompt = as_tokens(prompt_tokens, "prompt_tokens")
         self._index.clear()
         self._index.reserve(2 * (len(prompt) + REPLY_ROOM))  # no refile for a while
-        self._st[R.N] = 0
         self._st[R.FROM] = R.NONE
         self._begin(prompt)
 
     def draft(self) -> np.ndarray:
         """Up to n_draft tokens (int32) the model is likely to produce next."""
         self._require_started()
-        memory = self.dynamic
-        with memory.lock:
-            mem = memory.index
-            self._st[R.MEM_N] = mem.n
-            d = R.draft_step(
-                self._index.text,
-                self._index.prev,
-                self._index.head,
-                mem.text,
-                mem.prev,
-                mem.head,
-                SIZES,
-                self._st,
-                self._buf,
-                _LIMITS,
-            )
-        if d == 0 and self.static is not None:
-            if (damage := self.static.prefault().damage) is not None:
-                raise damage
-            d = S.draft(
-                self.static.text,
-                self.static.sa,
-                self._index.text,
-                self._n,
-                self._corpus_params,
-                self._buf,
-            )
+        if self._warmup.damage is not None:
+            raise self._warmup.damage
+        with self.dynamic.lock:
+            d = R.draft_step(self._st)
         if self._policy is not None:
             return self._submitted(self._policy, self._buf[:d].copy())
         return self._buf[:d].copy()
@@ -182,19 +187,13 @@ class SuffixDrafter(SequenceDrafter):
         index = self._index
         if self._n + len(new) > len(index.text):
             index.reserve(self._n + len(new))
-        memory = self.dynamic
-        with memory.lock:
-            self._st[R.MEM_N] = memory.index.n
-            R.accept_step(
-                index.text, index.prev, index.head, SIZES, self._st, memory.index.text, new
-            )
-        index.n = self._n
+        with self.dynamic.lock:
+            R.accept_step(self._st, new)
 
     def rewind(self, n: int) -> None:
         """Remove the last ``n`` tokens, as if never accepted (drafts then as a fresh start)."""
         n = self._check_rewind(n)
         self._index.rewind(n)
-        self._st[R.N] = self._index.n
         self._st[R.FROM] = R.NONE  # the pointer followed tokens that are gone
         if self._policy is not None:
             self._forget_drafts()
@@ -203,10 +202,15 @@ class SuffixDrafter(SequenceDrafter):
         """End the sequence: remember it among the earlier requests."""
         self._require_started()
         self._started = False
-        self.dynamic.add(self._index.tokens)
+        if self.shared is not None:
+            self.shared.add(self._index.tokens.copy())
+        else:
+            self.dynamic.add(self._index.tokens)
 
     def flush(self) -> None:
-        """Nothing to save: earlier requests live in memory."""
+        """Save what the requests file has pending (with ``save_every``); no file: nothing."""
+        if self.shared is not None:
+            self.shared.save()
 
     def check_vocabulary(self, n_vocab: int) -> None:
         """Raise VocabularyError if the earlier requests hold ids a model of n_vocab lacks."""

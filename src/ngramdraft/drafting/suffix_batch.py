@@ -40,8 +40,9 @@ class SuffixBatchDrafter:
         self.max_seqs = check_int(max_seqs, "max_seqs", 1, 1 << 20)
         self.n_draft = check_int(n_draft, "n_draft", 1, MAX_DRAFT)
         first = suffix_drafter(static, dynamic, n_draft, ngram_min, ngram_max, **options)
-        self.static, self.dynamic = first.static, first.dynamic
-        self._make = lambda: SuffixDrafter(first.static, first.dynamic, n_draft, **options)
+        self.static, self.dynamic, self.shared = first.static, first.dynamic, first.shared
+        earlier = first.shared or first.dynamic  # every row finishes into the same place
+        self._make = lambda: SuffixDrafter(first.static, earlier, n_draft, **options)
         self._spare: list[SuffixDrafter] = [first]
         self._active: dict[Hashable, SuffixDrafter] = {}
 
@@ -122,7 +123,9 @@ class SuffixBatchDrafter:
         drafter.finish()
 
     def flush(self) -> None:
-        """Nothing to save: earlier requests live in memory."""
+        """Save what the requests file has pending (with ``save_every``); no file: nothing."""
+        if self.shared is not None:
+            self.shared.save()
 
     def tokens(self, seq_id: Hashable) -> np.ndarray:
         """Sequence ``seq_id`` so far, a copy."""

@@ -68,17 +68,26 @@ MAX_META = 1 << 20
 KIND_STATIC = 1
 KIND_DYNAMIC = 2
 KIND_SUFFIX = 3
-KIND_NAMES = {KIND_STATIC: "static", KIND_DYNAMIC: "dynamic", KIND_SUFFIX: "suffix"}
-KEY_WIDTH = {KIND_STATIC: 2, KIND_DYNAMIC: 4, KIND_SUFFIX: 0}
+KIND_REQUESTS = 4
+KIND_NAMES = {
+    KIND_STATIC: "static",
+    KIND_DYNAMIC: "dynamic",
+    KIND_SUFFIX: "suffix",
+    KIND_REQUESTS: "requests",
+}
+KEY_WIDTH = {KIND_STATIC: 2, KIND_DYNAMIC: 4, KIND_SUFFIX: 0, KIND_REQUESTS: 0}
+TOKEN_KINDS = (KIND_SUFFIX, KIND_REQUESTS)  # a token array, no n-grams
 # The header's section table has a row per slot; a kind uses some of them.
-SLOTS = ("meta", "keys", "offsets", "stats", "tokens", "counts", "fuse", "suffixes")
+SLOTS = ("meta", "keys", "offsets", "stats", "tokens", "counts", "fuse", "suffixes", "buckets")
 SECTIONS = SLOTS[:7]
 SECTIONS_OF = {
     KIND_STATIC: SECTIONS,
     KIND_DYNAMIC: SECTIONS,
-    KIND_SUFFIX: ("meta", "tokens", "suffixes"),
+    KIND_SUFFIX: ("meta", "tokens", "suffixes", "buckets"),
+    KIND_REQUESTS: ("meta", "tokens"),
 }
 MAX_CORPUS = 2**31 - 1  # a suffix file's positions are int32
+MAX_BUCKET_IDS = 1 << 24  # a suffix file with larger ids has no buckets (they would be huge)
 MAX_SEGMENT = 1 << 18
 MAX_KEYS = 1 << 31  # constmap values keep bit 31 for a flag (kernels/frozen.py)
 
@@ -111,7 +120,9 @@ class Header:
         k, n, w = self.n_keys, self.n_entries, self.key_width
         fuse_cells = (self.fuse_segment_count + 2) * self.fuse_segment_length if k else 0
         if self.kind == KIND_SUFFIX:
-            return {"tokens": n * 4, "suffixes": n * 4}
+            return {"tokens": n * 4, "suffixes": n * 4, "buckets": n_buckets(self.max_token) * 8}
+        if self.kind == KIND_REQUESTS:
+            return {"tokens": n * 4}
         return {
             "keys": k * w * 4,
             "offsets": (k + 1) * 8,
@@ -143,6 +154,11 @@ class Header:
         body = fixed + table
         body += bytes(_CHECKSUM_AT - len(body))
         return body + struct.pack("<Q", xxhash.xxh3_64_intdigest(body))
+
+
+def n_buckets(max_token: int) -> int:
+    """Entries of a suffix file's buckets: one per id from -1 to max_token, and the end."""
+    return max_token + 3 if max_token < MAX_BUCKET_IDS else 0
 
 
 def _fail(cls: type[Exception], path: object, message: str) -> Any:
@@ -199,11 +215,18 @@ def parse_header(raw: bytes, file_size: int, path: object) -> Header:
     return header
 
 
-SUFFIX_NOT_NGRAMS = (
-    "a suffix file (a corpus's suffix array, built by `build-static --suffix`), which only "
-    "rules='suffix' drafts from: pass it as static= with rules='suffix' (--rules suffix), "
-    "or build a 2-gram cache with `build-static` for llama.cpp's rules"
-)
+NOT_NGRAMS = {
+    KIND_SUFFIX: (
+        "a suffix file (a corpus's suffix array, built by `build-static --suffix`), which only "
+        "rules='suffix' drafts from: pass it as static= with rules='suffix' (--rules suffix), "
+        "or build a 2-gram cache with `build-static` for llama.cpp's rules"
+    ),
+    KIND_REQUESTS: (
+        "a requests file (the earlier requests of rules='suffix', saved by a drafter given it "
+        "as dynamic=), which llama.cpp's rules cannot read: pass it as dynamic= with "
+        "rules='suffix' (--rules suffix), or give llama.cpp's rules a dynamic file of their own"
+    ),
+}
 
 
 def foreign_message(file_size: int) -> str:
@@ -224,8 +247,12 @@ def _check_geometry(h: Header, file_size: int, path: object) -> None:
         _fail(CorruptFileError, path, f"max_token {h.max_token} is not a token id")
     if h.max_count > 2**31 - 1 or (h.max_count == 0) != (h.n_keys == 0):
         _fail(CorruptFileError, path, f"max_count {h.max_count} for {h.n_keys} keys")
-    if h.kind == KIND_SUFFIX and (h.n_keys or h.n_entries > MAX_CORPUS):
-        _fail(CorruptFileError, path, f"{h.n_keys} keys, {h.n_entries} tokens in a suffix file")
+    if h.kind in TOKEN_KINDS and (h.n_keys or h.n_entries > MAX_CORPUS):
+        _fail(
+            CorruptFileError,
+            path,
+            f"{h.n_keys} keys, {h.n_entries} tokens in a {KIND_NAMES[h.kind]} file",
+        )
     if h.n_keys:
         seglen, segs = h.fuse_segment_length, h.fuse_segment_count
         if seglen < 1 or seglen & (seglen - 1) or seglen > MAX_SEGMENT:
@@ -353,8 +380,8 @@ def frozen_view(buf: mmap.mmap, header: Header, path: object) -> Frozen:
     Only the offsets' two ends are read: the cheap half of their check, the
     kernels bound every span they use (``kernels/frozen.py``).
     """
-    if header.kind == KIND_SUFFIX:
-        _fail(WrongFileKindError, path, SUFFIX_NOT_NGRAMS)
+    if header.kind in TOKEN_KINDS:
+        _fail(WrongFileKindError, path, NOT_NGRAMS[header.kind])
     k, n, w = header.n_keys, header.n_entries, header.key_width
     frozen = Frozen(
         keys=section_array(buf, header, "keys", np.int32, (k, w)),
@@ -553,25 +580,43 @@ def write_suffix_file(
     path: str | os.PathLike[str],
     tokens: list[Part],
     suffixes: list[Part],
+    buckets: np.ndarray,
     *,
     n_tokens: int,
     max_token: int,
     n_source_tokens: int,
     meta: dict[str, Any] | None = None,
 ) -> Header:
-    """Write a corpus's tokens and their suffix array (parts in order) as a suffix file."""
+    """Write a corpus's tokens, their suffix array (parts in order) and buckets as a suffix file."""
+    arrays = {"tokens": tokens, "suffixes": suffixes, "buckets": [buckets]}
+    return _write_token_kind(path, KIND_SUFFIX, arrays, n_tokens, max_token, n_source_tokens, meta)
+
+
+def write_requests_file(path: str | os.PathLike[str], tokens: np.ndarray, max_token: int) -> Header:
+    """Write earlier requests (int32 tokens, each sequence ended by -1) as a requests file."""
+    n_source = int((tokens >= 0).sum())
+    return _write_token_kind(
+        path, KIND_REQUESTS, {"tokens": [tokens]}, len(tokens), max_token, n_source, None
+    )
+
+
+def _write_token_kind(
+    path: str | os.PathLike[str],
+    kind: int,
+    arrays: dict[str, list[Part]],
+    n_tokens: int,
+    max_token: int,
+    n_source_tokens: int,
+    meta: dict[str, Any] | None,
+) -> Header:
     if n_tokens > MAX_CORPUS:
         raise InvalidParameterError(
-            f"{n_tokens} tokens: a suffix file holds at most {MAX_CORPUS} (split the corpus)"
+            f"{n_tokens} tokens: a {KIND_NAMES[kind]} file holds at most {MAX_CORPUS}"
         )
-    header = Header(KIND_SUFFIX, 0, n_tokens, 0, 0, 0, max_token, n_source_tokens, 0)
+    header = Header(kind, 0, n_tokens, 0, 0, 0, max_token, n_source_tokens, 0)
     meta = {"created_by": f"ngramdraft {__version__}", **(meta or {})}
-    sections: dict[str, list[Part]] = {
-        "meta": [json.dumps(meta, sort_keys=True).encode()],
-        "tokens": tokens,
-        "suffixes": suffixes,
-    }
-    _write_sections(Path(path), header, sections)
+    sections: dict[str, list[Part]] = {"meta": [json.dumps(meta, sort_keys=True).encode()]}
+    _write_sections(Path(path), header, {**sections, **arrays})
     return header
 
 

@@ -63,9 +63,9 @@ class NgramProposer:
     file for every request; ``close()``, at exit, saves the rest), ``rules``
     (``"llamacpp"``, the default, or ``"suffix"``; default from
     ``NGRAMDRAFT_RULES``: the suffix rules' static is a corpus's suffix file
-    (``build-static --suffix``), they keep earlier requests in memory, and the
-    ``ngram_*``, ``max_dynamic_ngrams`` and ``save_every`` settings are
-    llama.cpp's rules' own). ``n_draft`` is vLLM's
+    (``build-static --suffix``), their dynamic a requests file, and the
+    ``ngram_*`` and ``max_dynamic_ngrams`` settings are llama.cpp's rules'
+    own). ``n_draft`` is vLLM's
     ``num_speculative_tokens``, and up to vLLM's ``max_num_seqs`` requests
     are followed at once.
 
@@ -91,7 +91,6 @@ class NgramProposer:
             "ngram_min": self.ngram_min,
             "ngram_max": self.ngram_max,
             "max_dynamic_ngrams": self.max_dynamic_ngrams,
-            "save_every": self.save_every,
         }
         self.batch = BatchDrafter(
             static=self.static or os.environ.get("NGRAMDRAFT_STATIC") or None,
@@ -99,6 +98,7 @@ class NgramProposer:
             n_draft=self.n_draft,
             max_seqs=max_seqs,
             rules=rules,
+            save_every=self.save_every,
             **(llamacpp_only if rules == "llamacpp" else {}),
         )
         # The sequence each batch row held last step.

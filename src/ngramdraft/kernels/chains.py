@@ -32,6 +32,8 @@ from numba import njit
 from .hashing import mix64
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+MAX_MATCH = 64  # tokens a match is measured back over: longer ones tie
+MAX_CHAIN = 32  # candidates a query tries per n-gram size
 
 
 @njit(cache=True, nogil=True, inline="always")

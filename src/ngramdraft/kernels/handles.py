@@ -18,6 +18,9 @@ table      slots (address, rows) | tags | tok | cnt | meta | marks:
            address, length each (12 words)
 frozen     keys (address, rows) | offsets | stats (address, rows) | fuse |
            tokens | counts | params: address, length (14 words)
+positions  text (address, length) | prev (address, columns) | head
+           (address, columns) | n, the tokens held (7 words; the suffix
+           rules' PositionIndex, ``caches/positions.py``)
 =========  ==============================================================
 
 A handle borrows: whoever builds one must keep its arrays alive and build a
@@ -36,6 +39,9 @@ from .table import ROW, Table
 
 TABLE_WORDS = 12
 FROZEN_WORDS = 14
+POSITIONS_WORDS = 7
+POSITIONS_N = 6
+SIZES = np.array([2, 4, 8], dtype=np.int64)  # a PositionIndex's n-gram sizes: prev's, head's rows
 
 
 @intrinsic
@@ -70,10 +76,36 @@ def frozen_handle(frozen: Frozen, out: np.ndarray | None = None, at: int = 0) ->
     return out
 
 
+def positions_handle(text: np.ndarray, prev: np.ndarray, head: np.ndarray, out: np.ndarray) -> None:
+    """Write a PositionIndex's arrays into its handle (its count, word 6, is left alone)."""
+    _put(out, 0, (text, prev.reshape(-1), head.reshape(-1)))
+    out[3] = prev.shape[1]
+    out[5] = head.shape[1]
+
+
+@njit(cache=True, inline="always")
+def positions_at(h, at):
+    """(text, prev, head, handle) of the PositionIndex whose handle's address is h[at]."""
+    p = carray(_pointer(h[at]), (POSITIONS_WORDS,), np.int64)
+    rows = SIZES.shape[0]
+    return (
+        carray(_pointer(p[0]), (p[1],), np.int32),
+        carray(_pointer(p[2]), (rows, p[3]), np.int32),
+        carray(_pointer(p[4]), (rows, p[5]), np.int32),
+        p,
+    )
+
+
 @njit(cache=True, inline="always")
 def int32s(h, at):
     """The int32 array whose (address, length) is h[at:at+2]."""
     return carray(_pointer(h[at]), (h[at + 1],), np.int32)
+
+
+@njit(cache=True, inline="always")
+def int64s(h, at):
+    """The int64 array whose (address, length) is h[at:at+2]."""
+    return carray(_pointer(h[at]), (h[at + 1],), np.int64)
 
 
 @njit(cache=True, inline="always")

@@ -1,7 +1,10 @@
 """Searching a corpus's suffix array: the longest match, and the most frequent continuation.
 
-``text`` and ``sa`` come from a file (``caches/corpus.py``): every position
-read from ``sa`` is bounded before ``text`` is indexed with it, and a token
+``text``, ``sa`` and ``buckets`` come from a file (``caches/corpus.py``):
+``buckets[t + 1] .. buckets[t + 2]`` is where the suffixes starting with token t
+lie (``docs/format.md``), which starts each binary search in a range a few
+thousand times smaller; every bucket and every position read from ``sa`` is
+bounded before it is used, and a token
 above ``max_token`` is never drafted, so a damaged file yields wrong drafts
 at worst, never a read out of bounds or a token outside the vocabulary.
 Every loop is a binary search or bounded by a constant, so a damaged (say,
@@ -52,22 +55,40 @@ def _first(text, sa, pattern, s, length, lo, hi, bound):
     return lo
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _bucket(buckets, n, t):
+    """(lo, hi): where the suffixes starting with token t lie, from the file's buckets
+    (bounded: a damaged bucket narrows a search wrongly, never outside sa); all of sa
+    without buckets."""
+    if buckets.shape[0] == 0:
+        return 0, n
+    if t + 2 >= buckets.shape[0]:
+        return n, n
+    lo = min(max(buckets[t + 1], 0), n)
+    return lo, min(max(buckets[t + 2], lo), n)
+
+
 @njit(cache=True, nogil=True)
-def find(text, sa, pattern, s, length):
+def find(text, sa, buckets, pattern, s, length):
     """(lo, hi): the suffixes that start with pattern[s:s+length] are sa[lo:hi]."""
-    lo = _first(text, sa, pattern, s, length, 0, sa.shape[0], 0)
-    return lo, _first(text, sa, pattern, s, length, lo, sa.shape[0], 1)
+    lo, hi = _bucket(buckets, sa.shape[0], pattern[s])
+    lo = _first(text, sa, pattern, s, length, lo, hi, 0)
+    return lo, _first(text, sa, pattern, s, length, lo, hi, 1)
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _occurs(text, sa, pattern, pn, length):
-    """Whether the last ``length`` tokens of pattern[:pn] occur (one binary search)."""
-    i = _first(text, sa, pattern, pn - length, length, 0, sa.shape[0], 0)
-    return i < sa.shape[0] and _compare(text, sa[i], pattern, pn - length, length) == 0
+def _at(text, sa, buckets, pattern, pn, length):
+    """Where the suffixes starting with the last ``length`` tokens of pattern[:pn] begin
+    in sa, and where their bucket ends; -1 if there are none (one binary search)."""
+    lo, hi = _bucket(buckets, sa.shape[0], pattern[pn - length])
+    i = _first(text, sa, pattern, pn - length, length, lo, hi, 0)
+    if i < hi and _compare(text, sa[i], pattern, pn - length, length) == 0:
+        return i, hi
+    return -1, hi
 
 
 @njit(cache=True, nogil=True)
-def longest(text, sa, pattern, pn, floor, ceiling):
+def longest(text, sa, buckets, pattern, pn, floor, ceiling):
     """(length, lo, hi): the longest suffix of pattern[:pn], from floor up to ceiling tokens,
     in the corpus (length 0 if not even floor's).
 
@@ -76,25 +97,28 @@ def longest(text, sa, pattern, pn, floor, ceiling):
     """
     top = min(ceiling, pn, DEPTH)
     floor = max(floor, 1)
-    if floor > top or not _occurs(text, sa, pattern, pn, floor):
+    if floor > top:
+        return 0, 0, 0
+    lo, end = _at(text, sa, buckets, pattern, pn, floor)
+    if lo < 0:
         return 0, 0, 0
     good, bad = floor, top + 1
     step = floor
     while good + step < bad:
-        if _occurs(text, sa, pattern, pn, good + step):
-            good += step
-            step *= 2
-        else:
+        i, e = _at(text, sa, buckets, pattern, pn, good + step)
+        if i < 0:
             bad = good + step
             break
+        good, lo, end = good + step, i, e
+        step *= 2
     while bad - good > 1:
         mid = (good + bad) >> 1
-        if _occurs(text, sa, pattern, pn, mid):
-            good = mid
-        else:
+        i, e = _at(text, sa, buckets, pattern, pn, mid)
+        if i < 0:
             bad = mid
-    lo, hi = find(text, sa, pattern, pn - good, good)
-    return good, lo, hi
+        else:
+            good, lo, end = mid, i, e
+    return good, lo, _first(text, sa, pattern, pn - good, good, lo, end, 1)
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -104,7 +128,7 @@ def _follower(text, sa, i, depth):
 
 
 @njit(cache=True, nogil=True)
-def draft(text, sa, pattern, pn, params, out):
+def draft(text, sa, buckets, pattern, pn, params, out):
     """Draft into out the corpus's commonest continuation of pattern[:pn]; returns the count.
 
     From the longest match, each next token is the commonest one following
@@ -113,7 +137,7 @@ def draft(text, sa, pattern, pn, params, out):
     percent; the range then narrows to those. The depth the array is sorted
     to bounds the draft.
     """
-    length, lo, hi = longest(text, sa, pattern, pn, params[MIN_MATCH], DEPTH)
+    length, lo, hi = longest(text, sa, buckets, pattern, pn, params[MIN_MATCH], DEPTH)
     if length == 0:
         return 0
     d = 0

@@ -31,28 +31,45 @@ moves one position with every accepted token, whether or not the token
 equalled the source's, and is dropped after ``RESYNC_MISSES`` misses in a
 row.
 
-The state a step reads and updates (int64 words):
+5. **The corpus**, if there is one and steps 1-4 drafted nothing: its
+   commonest continuation of the longest match (``kernels/suffixsearch.py``),
+   restrained by the ``CORPUS_*`` constants. It sets no pointer.
 
-=====  ========  ====================================================
-0      N         tokens in the sequence
-1      MEM_N     tokens in the earlier requests' index
-2      FROM      the pointer's source: NONE, SEQ or MEM
-3      POINTER   the position in that source standing for the next token
-4      AGREED    accepted tokens equal to the source's since it was set
-5      MISSES    accepted tokens in a row not equal to the source's
-6      FRESH     1 until the first token after a jump is accepted
-7      JUMPS     jumps judged so far in the sequence
-8      LANDED    of those, the ones whose first token was right
-9-10             n_draft, min_match
-=====  ========  ====================================================
+The state a step reads and updates, one int64 array holding everything a
+call needs (``drafting/suffix.py`` writes it), so that a draft is one
+kernel call with one argument:
+
+=====  ===========  ==================================================
+0      N            tokens in the sequence (read from its index)
+1      MEM_N        tokens in the earlier requests (read from theirs)
+2      FROM         the pointer's source: NONE, SEQ or MEM
+3      POINTER      the position in that source standing for the next token
+4      AGREED       accepted tokens equal to the source's since it was set
+5      MISSES       accepted tokens in a row not equal to the source's
+6      FRESH        1 until the first token after a jump is accepted
+7      JUMPS        jumps judged so far in the sequence
+8      LANDED       of those, the ones whose first token was right
+9-10                n_draft, min_match
+11     SEQ_INDEX    address of the sequence's PositionIndex handle
+12     MEM_INDEX    address of the earlier requests' PositionIndex handle
+13-14  OUT          the draft buffer (address, length)
+15-20  CORPUS       the corpus's tokens, suffix array and buckets
+                    (address, length each; lengths 0: no corpus)
+21-24  CORPUS_ARGS  its search's parameters (``kernels/suffixsearch.py``)
+=====  ===========  ==================================================
 """
 
 from numba import njit
 
-from ..kernels.chains import file_positions, longest_match, match_near
+from ..kernels.chains import MAX_CHAIN, MAX_MATCH, file_positions, longest_match, match_near
+from ..kernels.handles import POSITIONS_N, SIZES, int32s, int64s, positions_at
+from ..kernels.suffixsearch import draft as corpus_draft
 
 N, MEM_N, FROM, POINTER, AGREED, MISSES, FRESH, JUMPS, LANDED, N_DRAFT, MIN_MATCH = range(11)
-STATE_WORDS = 11
+SEQ_INDEX, MEM_INDEX, OUT, CORPUS_TEXT, CORPUS_SA, CORPUS_BUCKETS, CORPUS_ARGS = (
+    11, 12, 13, 15, 17, 19, 21
+)  # fmt: skip
+STATE_WORDS = 25
 NONE, SEQ, MEM = 0, 1, 2
 
 MIN_MATCH_DEFAULT = 2
@@ -92,14 +109,25 @@ def _copy(text, tn, start, out, k, overlap):
 
 
 @njit(cache=True, nogil=True)
-def draft_step(seq, seq_prev, seq_head, mem, mem_prev, mem_head, sizes, st, out, limits):
-    """Draft into out for the sequence seq[:st[N]]; returns the count drafted.
+def draft_step(st):
+    """Draft into the state's buffer for its sequence; returns the count drafted."""
+    seq, seq_prev, seq_head, seq_h = positions_at(st, SEQ_INDEX)
+    mem, mem_prev, mem_head, mem_h = positions_at(st, MEM_INDEX)
+    out = int32s(st, OUT)
+    st[N], st[MEM_N] = seq_h[POSITIONS_N], mem_h[POSITIONS_N]
+    d = _draft(seq, seq_prev, seq_head, mem, mem_prev, mem_head, st, out)
+    if d == 0 and st[CORPUS_SA + 1] > 0:
+        text, sa = int32s(st, CORPUS_TEXT), int32s(st, CORPUS_SA)
+        buckets = int64s(st, CORPUS_BUCKETS)
+        d = corpus_draft(text, sa, buckets, seq, st[N], st[CORPUS_ARGS : CORPUS_ARGS + 4], out)
+    return d
 
-    ``sizes`` and ``limits`` (max_match, max_chain) configure the chains of
-    both indexes (``caches/positions.py``).
-    """
-    n, k = st[N], st[N_DRAFT]
-    max_match, max_chain = limits[0], limits[1]
+
+@njit(cache=True, nogil=True, inline="always")
+def _draft(seq, seq_prev, seq_head, mem, mem_prev, mem_head, st, out):
+    """Steps 1-4 (the module's doc) into out; returns the count drafted."""
+    n, k = st[N], min(st[N_DRAFT], out.shape[0])
+    max_match, max_chain, sizes = MAX_MATCH, MAX_CHAIN, SIZES
     src = st[FROM]
     near_seq = st[POINTER] if src == SEQ else -1
     near_mem = st[POINTER] if src == MEM else -1
@@ -167,10 +195,13 @@ def follow(seq, mem, st, new):
 
 
 @njit(cache=True, nogil=True)
-def accept_step(seq, seq_prev, seq_head, sizes, st, mem, new):
+def accept_step(st, new):
     """Append new to the sequence (the caller made room), file its positions, follow them."""
-    n = st[N]
+    seq, seq_prev, seq_head, seq_h = positions_at(st, SEQ_INDEX)
+    mem, _, _, mem_h = positions_at(st, MEM_INDEX)
+    n = seq_h[POSITIONS_N]
+    st[MEM_N] = mem_h[POSITIONS_N]
     seq[n : n + new.shape[0]] = new
-    file_positions(seq, sizes, seq_prev, seq_head, n, n + new.shape[0])
+    file_positions(seq, SIZES, seq_prev, seq_head, n, n + new.shape[0])
     follow(seq, mem, st, new)
-    st[N] = n + new.shape[0]
+    st[N] = seq_h[POSITIONS_N] = n + new.shape[0]
