@@ -202,7 +202,7 @@ class TransformersLookup(Stateless):
         return candidates[0, len(context) :].numpy()
 
 
-def _ceiling(context, upcoming, k):
+def ceiling_length(context, upcoming, k):
     """Length of the longest prefix of ``upcoming`` (at most k) found in ``context``."""
     hay = context.astype("<i4").tobytes()
     n = 0
@@ -240,7 +240,7 @@ def run(workload, drafter_name, k, requests):
         while i < len(output):
             context, upcoming = sequence[: base + i], sequence[base + i : base + i + k]
             if drafter is None:
-                a = d = _ceiling(context, upcoming, k)
+                a = d = ceiling_length(context, upcoming, k)
             else:
                 t0 = time.perf_counter()
                 draft = np.asarray(drafter.draft(context))[:k]

@@ -4,7 +4,7 @@
 
 The engine is llama-cpp-python running a random-weight GGUF with
 Qwen2.5-0.5B's transformer, the Llama-3 vocabulary and Q8_0 weights (see
-``ngramdraft.random_gguf``): a forward pass costs what the trained model's
+``tests/random_gguf.py``): a forward pass costs what the trained model's
 costs. Teacher forcing makes the output the workload's real text: at each
 step the engine evaluates the last token and the draft in one batch, takes
 the argmax of every position it samples from (as greedy decoding does), the
@@ -17,19 +17,26 @@ Drafters, all called through llama-cpp-python's draft-model protocol:
 tokens), ``context`` (ngramdraft, no static cache), ``static`` (ngramdraft
 with the Gutenberg static cache: 541 MB of text, or the 25 MB parity corpus
 with ``--quick``) and ``adaptive`` (``static`` with the opt-in
-``AdaptiveLength`` policy, beyond llama.cpp's rules).
+``AdaptiveLength`` policy, beyond llama.cpp's rules). With ``--drafters``
+also: ``cost-aware`` (``static`` with ``CostAwareLength``), ``suffix`` and
+``suffix-cost-aware`` (``rules="suffix"``, without and with
+``CostAwareLength``), and ``ceiling`` (the drafts of ``drafting.py``'s
+ceiling: the longest earlier copy of the true text, what a speedup
+is measured against).
 
 Workloads (each generates --tokens tokens, 2,000 by default):
 * ``open-ended``: held-out Gutenberg text after a 512-token prompt;
 * ``edit``: the prompt holds one of this project's source files, the output
   restates it with identifiers and words renamed (copy-heavy work);
 * ``templated``: short requests sharing a system prompt and an output format,
-  one sequence each; ngramdraft's dynamic cache carries across them.
+  one sequence each; ngramdraft's dynamic cache carries across them;
+* ``real-edit``: files changed between two releases of public packages
+  (``edits.py``): the old file and the instruction, then the new file.
 
 Every (workload, drafter) run is a fresh process; runs are interleaved over
 rounds, and figures are medians over rounds with their ranges; speedups are
 taken within a round. Also measured: the cost of one forward pass over k
-tokens relative to one token (k = 1 .. 9), which explains the speedups, and
+tokens relative to one token (k = 1 .. 33), which explains the speedups, and
 each drafter's own cost per call at an 8k-token context.
 
 Results: ``benchmarks/results/<stamp>-e2e.{json,md,png}``.
@@ -53,7 +60,10 @@ import corpora  # noqa: E402
 
 MODEL = corpora.DATA / "qwen25-05b-llama3-q8_0.gguf"
 DRAFTERS = ("none", "lookup", "context", "static", "adaptive")
-WORKLOADS = ("open-ended", "edit", "templated")
+# The suffix rules, and the ceiling's drafts for reference (run with --drafters).
+SUFFIX = ("suffix", "suffix-cost-aware", "ceiling")
+MAX_PASS = 33  # the pass cost is measured up to this many tokens (a 32-token draft)
+WORKLOADS = ("open-ended", "edit", "templated", "real-edit")
 N_DRAFT = 8
 # The opt-in policies by drafter name: AdaptiveLength's default and each of
 # its two parts alone, and CostAwareLength given this engine's pass costs
@@ -186,16 +196,36 @@ def make_policy(name, pass_cost=None):
     return AdaptiveLength(**ADAPTIVE[name])
 
 
+class CeilingDraft:
+    """The ceiling's drafts (``drafting.py``): the longest run of the upcoming true tokens
+    found earlier in the sequence, capped at N_DRAFT; it is told each request's text."""
+
+    def __init__(self):
+        self.full = np.zeros(0, dtype=np.intc)
+
+    def __call__(self, input_ids, /, **kwargs):
+        from drafting import ceiling_length
+
+        upcoming = self.full[len(input_ids) : len(input_ids) + N_DRAFT]
+        return upcoming[: ceiling_length(np.asarray(input_ids), upcoming, N_DRAFT)]
+
+
 def make_drafter(name, quick, llama=None):
     from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
 
-    from ngramdraft import NgramCache
+    from ngramdraft import CostAwareLength, NgramCache
     from ngramdraft.integrations.llama_cpp import NgramDraftModel
 
     if name == "none":
         return None
     if name == "lookup":
         return LlamaPromptLookupDecoding(num_pred_tokens=N_DRAFT)
+    if name == "ceiling":
+        return CeilingDraft()
+    if name.startswith("suffix"):
+        aware = name == "suffix-cost-aware"
+        policy = CostAwareLength(list(pass_costs(llama).values())) if aware else None
+        return NgramDraftModel(n_draft=N_DRAFT, policy=policy, rules="suffix")
     static = static_cache(quick) if name == "static" or name in POLICIES else None
     policy = None
     if name in POLICIES:  # CostAwareLength gets the pass costs of `llama`, measured here
@@ -247,6 +277,8 @@ def run_one(workload, drafter, n, quick):
     draft_model = make_drafter(drafter, quick, llama)
     seconds = passes = drafted = accepted = tokens = 0
     for prompt, text in requests:
+        if isinstance(draft_model, CeilingDraft):
+            draft_model.full = np.array(list(prompt) + list(text), dtype=np.intc)
         s, p, d, a = teacher_forced(llama, draft_model, prompt, text)
         seconds, passes, drafted, accepted = seconds + s, passes + p, drafted + d, accepted + a
         tokens += len(text) - 1
@@ -264,20 +296,20 @@ def run_one(workload, drafter, n, quick):
 
 
 def batch_cost(reps=7):
-    """Median seconds of one forward pass over k tokens at a 1,024-token context, k = 1..9."""
+    """Median seconds of one forward pass over k tokens at a 1,024-token context, k = 1..33."""
     from ngramdraft.integrations.llama_cpp import load_llama
 
     llama = load_llama(
         MODEL, n_ctx=2048, n_threads=THREADS, n_threads_batch=THREADS, logits_all=True
     )
-    return pass_costs(llama, reps)
+    return pass_costs(llama, reps, MAX_PASS)
 
 
-def pass_costs(llama, reps=7):
-    """batch_cost on a loaded model, as {k: seconds}."""
+def pass_costs(llama, reps=7, n_tokens=N_DRAFT + 1):
+    """Pass costs over 1 .. n_tokens tokens on a loaded model, as {k: seconds}."""
     from ngramdraft.integrations.llama_cpp import measure_pass_cost
 
-    costs = measure_pass_cost(llama, N_DRAFT + 1, context=1024, reps=reps)
+    costs = measure_pass_cost(llama, n_tokens, context=1024, reps=reps)
     return dict(enumerate(costs, start=1))
 
 
@@ -302,6 +334,7 @@ def drafter_cost(quick, n_ctx=8192, calls=400):
 
 
 def ensure_inputs(quick):
+    sys.path.insert(0, str(REPO / "tests"))  # the tests' model writer
     from random_gguf import QWEN25_05B_LLAMA3, write_random_gguf
 
     corpora.DATA.mkdir(parents=True, exist_ok=True)
@@ -355,6 +388,9 @@ LABELS = {
     "adaptive-length": "ngramdraft (+ static, AdaptiveLength's length alone)",
     "auto-off": "ngramdraft (+ static, AdaptiveLength's auto-off alone)",
     "cost-aware": "ngramdraft (+ static, opt-in CostAwareLength)",
+    "suffix": 'ngramdraft rules="suffix"',
+    "suffix-cost-aware": 'ngramdraft rules="suffix", CostAwareLength',
+    "ceiling": "the ceiling's drafts (the longest earlier copy of the true text)",
 }
 
 
@@ -363,17 +399,19 @@ def markdown(result):
         f"# End-to-end: {result['model']}, {result['threads']} threads, "
         f"{result['rounds']} round(s){' (quick)' if result['quick'] else ''}",
         "",
-        "| workload | drafter | tokens/s (range) | speedup (range) | forward passes "
-        "| accepted per pass |",
-        "|---|---|---:|---:|---:|---:|",
+        "| workload | drafter | tokens/s (range) | speedup (range) | of the ceiling's "
+        "| forward passes | accepted per pass |",
+        "|---|---|---:|---:|---:|---:|---:|",
     ]
     for w, rows in result["workloads"].items():
+        ceiling = rows.get("ceiling", {}).get("speedup")
         for d, r in rows.items():
             lo, hi = r["tokens_per_s_range"]
             slo, shi = r["speedup_range"]
+            share = f"{(r['speedup'] - 1) / (ceiling - 1):.0%}" if ceiling and ceiling > 1 else "-"
             lines.append(
                 f"| {w} ({r['tokens']} tokens) | {LABELS[d]} | {r['tokens_per_s']:.1f} "
-                f"({lo:.1f}-{hi:.1f}) | {r['speedup']:.2f}x ({slo:.2f}-{shi:.2f}) "
+                f"({lo:.1f}-{hi:.1f}) | {r['speedup']:.2f}x ({slo:.2f}-{shi:.2f}) | {share} "
                 f"| {r['passes']} | {r['accepted_per_pass']:.2f} |"
             )
     lines += ["", "Cost of one forward pass over k tokens relative to one token:", ""]
@@ -421,7 +459,10 @@ def main():
     ap.add_argument(
         "--drafters",
         help=f"comma-separated drafters (default: {','.join(DRAFTERS)}; also "
-        f"{','.join(d for d in POLICIES if d not in DRAFTERS)})",
+        f"{','.join([*(d for d in POLICIES if d not in DRAFTERS), *SUFFIX])})",
+    )
+    ap.add_argument(
+        "--workloads", help=f"comma-separated workloads (default: {','.join(WORKLOADS)})"
     )
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -445,8 +486,9 @@ def main():
     batch = {str(k): v for k, v in child({"kind": "batch_cost"}).items()}
     drafter_us = child({"kind": "drafter_cost", "quick": args.quick})
     runs = []
+    workloads = args.workloads.split(",") if args.workloads else WORKLOADS
     for r in range(rounds):
-        for w in WORKLOADS:
+        for w in workloads:
             # A smoke check leaves out the context-only drafter (the static one covers it).
             chosen = args.drafters.split(",") if args.drafters else DRAFTERS
             drafters = [d for d in chosen if not (args.quick and d == "context")]
@@ -468,7 +510,7 @@ def main():
         "rounds": rounds,
         "quick": args.quick,
         "n_draft": N_DRAFT,
-        "workloads": summarize(runs, WORKLOADS, rounds),
+        "workloads": summarize(runs, workloads, rounds),
         "batch_cost_s": batch,
         "drafter_us_per_call_8k": drafter_us,
         "runs": runs,

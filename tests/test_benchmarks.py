@@ -24,9 +24,9 @@ def test_every_workload_builds(workload):
 def test_the_ceiling_bounds_what_copying_drafters_reach():
     drafting = pytest.importorskip("drafting")
     context = np.array([1, 2, 3, 4, 5, 1, 2], dtype=np.int32)
-    assert drafting._ceiling(context, np.array([3, 4, 9], dtype=np.int32), 8) == 2
-    assert drafting._ceiling(context, np.array([4, 5, 1, 2, 3], dtype=np.int32), 3) == 3
-    assert drafting._ceiling(context, np.array([7], dtype=np.int32), 8) == 0
+    assert drafting.ceiling_length(context, np.array([3, 4, 9], dtype=np.int32), 8) == 2
+    assert drafting.ceiling_length(context, np.array([4, 5, 1, 2, 3], dtype=np.int32), 3) == 3
+    assert drafting.ceiling_length(context, np.array([7], dtype=np.int32), 8) == 0
     rng = np.random.default_rng(0)
     text = rng.integers(0, 30, 300).tolist()
     requests = [(text[:200], text[100:250])]  # the output repeats part of the prompt

@@ -76,12 +76,7 @@ class SuffixCorpus(MappedFile, RecordedTokenizer):
                 "static= a corpus built by `ngramdraft build-static --suffix` (or use "
                 "rules='llamacpp')"
             )
-        corpus = cls(mm, header, read_meta(mm, header, path), path)
-        if verify:
-            corpus.verify()
-        if tokenizer is not None:
-            corpus.check_tokenizer(tokenizer)
-        return corpus
+        return cls(mm, header, read_meta(mm, header, path), path)._opened(verify, tokenizer)
 
     @classmethod
     def build(

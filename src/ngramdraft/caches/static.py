@@ -94,12 +94,7 @@ class StaticCache(MappedFile, RecordedTokenizer, Cache):
                 f"{path}: a {KIND_NAMES[header.kind]} cache, not a static one "
                 "(load it with NgramCache.load)"
             )
-        cache = cls(mm, header, read_meta(mm, header, path), path)
-        if verify:
-            cache.verify()
-        if tokenizer is not None:
-            cache.check_tokenizer(tokenizer)
-        return cache
+        return cls(mm, header, read_meta(mm, header, path), path)._opened(verify, tokenizer)
 
     @classmethod
     def build(

@@ -1,7 +1,9 @@
 """A read-only mapped file's pages mapped, then its checksums checked, in one background thread."""
 
+import abc
 import mmap
 import threading
+from collections.abc import Callable
 from pathlib import Path
 from typing import Self
 
@@ -56,8 +58,9 @@ class NoWarmup:
 NO_WARMUP = NoWarmup()
 
 
-class MappedFile:
-    """What a cache served from one read-only mapping shares: warming it up, and closing it.
+class MappedFile(abc.ABC):
+    """What a cache served from one read-only mapping shares: the checks an open may ask
+    for, warming it up, and closing it.
 
     The class sets ``_mm``, ``header``, ``path`` and ``_warmup = None`` on opening.
     """
@@ -66,6 +69,18 @@ class MappedFile:
     _warmup: Warmup | None
     header: Header
     path: Path
+    check_tokenizer: Callable[[object], None]
+
+    @abc.abstractmethod
+    def verify(self, deep: bool = False) -> None: ...
+
+    def _opened(self, verify: bool, tokenizer: object) -> Self:
+        """After mapping: ``verify``'s checksums and ``tokenizer``'s check, if asked for."""
+        if verify:
+            self.verify()
+        if tokenizer is not None:
+            self.check_tokenizer(tokenizer)
+        return self
 
     def prefault(self) -> Warmup:
         """Map the file's pages, then check its checksums, in a background thread, once.

@@ -588,7 +588,7 @@ def write_suffix_file(
     meta: dict[str, Any] | None = None,
 ) -> Header:
     """Write a corpus's tokens, their suffix array (parts in order) and buckets as a suffix file."""
-    arrays = {"tokens": tokens, "suffixes": suffixes, "buckets": [buckets]}
+    arrays: dict[str, list[Part]] = {"tokens": tokens, "suffixes": suffixes, "buckets": [buckets]}
     return _write_token_kind(path, KIND_SUFFIX, arrays, n_tokens, max_token, n_source_tokens, meta)
 
 
