@@ -3,6 +3,7 @@
 import argparse
 import json
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -114,52 +115,54 @@ def inspect_command(args: argparse.Namespace) -> None:
 
 def _static_info(path: str, verify: bool) -> dict[str, Any]:
     """A static cache's header, sizes and meta (everything checked, with ``verify``)."""
-    cache = StaticCache.open(path)
-    if verify:
-        cache.verify(deep=True)
-    h = cache.header
-    size = cache.path.stat().st_size
-    return {
-        "path": str(cache.path),
-        "kind": KIND_NAMES[h.kind],
-        "format_version": h.version,
-        "file_bytes": size,
-        "n_2grams": h.n_keys,
-        "n_entries": h.n_entries,
-        "bytes_per_2gram": size / h.n_keys if h.n_keys else None,
-        "max_token": h.max_token,
-        "max_count": h.max_count,
-        "n_source_tokens": h.n_source_tokens,
-        "sections": _sections(h),
-        "meta": cache.meta,
-    }
-
-
-def _sections(h: Header) -> dict[str, dict[str, Any]]:
-    return {
-        name: {"offset": o, "bytes": s, "xxh3_64": f"{d:016x}"}
-        for name, (o, s, d) in h.sections.items()
-    }
+    return _mapped_info(
+        StaticCache.open(path),
+        verify,
+        lambda h, size: {
+            "n_2grams": h.n_keys,
+            "n_entries": h.n_entries,
+            "bytes_per_2gram": size / h.n_keys if h.n_keys else None,
+            "max_count": h.max_count,
+            "n_source_tokens": h.n_source_tokens,
+        },
+    )
 
 
 def _suffix_info(path: str, verify: bool) -> dict[str, Any]:
     """A suffix file's header, sizes and meta (the order checked too, with ``verify``)."""
-    corpus = SuffixCorpus.open(path)
+    return _mapped_info(
+        SuffixCorpus.open(path),
+        verify,
+        lambda h, size: {
+            "n_tokens": h.n_source_tokens,
+            "n_separators": h.n_entries - h.n_source_tokens,
+            "bytes_per_token": size / h.n_entries if h.n_entries else None,
+        },
+    )
+
+
+def _mapped_info(
+    opened: StaticCache | SuffixCorpus,
+    verify: bool,
+    counts: Callable[[Header, int], dict[str, Any]],
+) -> dict[str, Any]:
+    """What inspect prints of a mapped file: the header's, the kind's ``counts``, the meta."""
     if verify:
-        corpus.verify(deep=True)
-    h = corpus.header
-    size = corpus.path.stat().st_size
+        opened.verify(deep=True)
+    h = opened.header
+    size = opened.path.stat().st_size
     return {
-        "path": str(corpus.path),
+        "path": str(opened.path),
         "kind": KIND_NAMES[h.kind],
         "format_version": h.version,
         "file_bytes": size,
-        "n_tokens": h.n_source_tokens,
-        "n_separators": h.n_entries - h.n_source_tokens,
-        "bytes_per_token": size / h.n_entries if h.n_entries else None,
+        **counts(h, size),
         "max_token": h.max_token,
-        "sections": _sections(h),
-        "meta": corpus.meta,
+        "sections": {
+            name: {"offset": o, "bytes": s, "xxh3_64": f"{d:016x}"}
+            for name, (o, s, d) in h.sections.items()
+        },
+        "meta": opened.meta,
     }
 
 
