@@ -93,7 +93,7 @@ def build_suffixes(
                 path,
                 [t],
                 [s],
-                _buckets(counts, n - n_source, max_token),
+                buckets_of(counts, n - n_source, max_token),
                 n_tokens=n,
                 max_token=max_token,
                 n_source_tokens=n_source,
@@ -135,8 +135,9 @@ def _join(
     return n, n_source, max_token, counts
 
 
-def _buckets(counts: np.ndarray | None, separators: int, max_token: int) -> np.ndarray:
-    """buckets[j]: positions whose token is below j - 1 (``docs/format.md``), or none."""
+def buckets_of(counts: np.ndarray | None, separators: int, max_token: int) -> np.ndarray:
+    """A suffix file's buckets from each id's count (None: none past MAX_BUCKET_IDS):
+    buckets[j] is the number of positions whose token is below j - 1 (``docs/format.md``)."""
     if counts is None:
         return np.zeros(0, dtype=np.int64)
     per_id = np.zeros(max_token + 2, dtype=np.int64)

@@ -9,7 +9,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..build.corpus import Corpus
-from ..build.suffixes import build_suffixes
+from ..build.counting import add_counts
+from ..build.suffixes import buckets_of, build_suffixes
 from ..errors import CorruptFileError, InvalidParameterError, WrongFileKindError
 from ..files.kinds import file_format
 from ..files.ngd import (
@@ -22,6 +23,7 @@ from ..files.ngd import (
     section_array,
     verify_sections,
 )
+from ..files.tokens import CHUNK
 from ..kernels.suffixsort import first_out_of_order
 from ..validation import as_tokens
 from .base import RecordedTokenizer
@@ -141,11 +143,11 @@ class SuffixCorpus(MappedFile, RecordedTokenizer):
             raise CorruptFileError(f"{self.path}: the buckets disagree with the tokens")
 
     def _counted_buckets(self) -> np.ndarray:
-        per_id = np.zeros(self.max_token + 2, dtype=np.int64)
-        for start in range(0, len(self), 1 << 24):
-            chunk = self.text[start : start + (1 << 24)].astype(np.int64) + 1
-            per_id += np.bincount(chunk, minlength=len(per_id))
-        return np.concatenate([[0], np.cumsum(per_id)])
+        counts = np.zeros(0, dtype=np.int64)
+        for start in range(0, len(self), CHUNK):
+            chunk = self.text[start : start + CHUNK]
+            counts = add_counts(counts, np.bincount(chunk[chunk >= 0]))
+        return buckets_of(counts, len(self) - int(counts.sum()), self.max_token)
 
     def __reduce__(self) -> tuple[Any, tuple[str]]:
         # Another process maps the same file rather than receiving a copy of it.

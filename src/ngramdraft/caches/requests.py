@@ -14,6 +14,7 @@ processes.
 
 import os
 import threading
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -47,31 +48,36 @@ class RequestMemory:
         """Tokens held, separators included."""
         return self.index.n
 
+    def _ended(self, tokens: "np.ndarray | list[int]") -> np.ndarray:
+        """One finished sequence as held: its last max_tokens - 1 tokens, then -1 (or nothing)."""
+        seq = as_tokens(tokens, "tokens")[-(self.max_tokens - 1) :]
+        return np.append(seq, np.int32(-1)) if len(seq) else seq
+
     def add(self, tokens: "np.ndarray | list[int]") -> None:
         """Remember one finished sequence (its last max_tokens - 1 tokens)."""
-        seq = as_tokens(tokens, "tokens")[-(self.max_tokens - 1) :]
-        if len(seq) == 0:
+        ended = self._ended(tokens)
+        if len(ended) == 0:
             return
         with self.lock:
-            if self.index.n + len(seq) + 1 > self.max_tokens:
-                self._evict(self.max_tokens // 2 - len(seq) - 1)
-            self.index.append(np.append(seq, np.int32(-1)))
-            self.max_token = max(self.max_token, int(seq.max()))
+            if self.index.n + len(ended) > self.max_tokens:
+                self._evict(self.max_tokens // 2 - len(ended))
+            self.index.append(ended)
+            self.max_token = max(self.max_token, int(ended.max()))
 
     def _evict(self, keep: int) -> None:
         """Keep only the newest whole sequences that fit in ``keep`` tokens."""
         self.index.reset(_newest(self.index.tokens, keep))  # in place: drafters hold its handle
         self.max_token = int(self.index.tokens.max(initial=-1))
 
-    def hold(self, tokens: np.ndarray) -> None:
-        """Hold exactly these sequences (int32, each ended by -1), the newest if over budget."""
+    def hold(self, held: np.ndarray, more: "Sequence[np.ndarray]" = ()) -> None:
+        """Hold exactly ``held`` (sequences each ended by -1) and then the finished sequences
+        ``more``, the newest that fit half the budget if they are over it."""
+        tokens = np.concatenate([held, *(self._ended(seq) for seq in more)]).astype(np.int32)
+        if len(tokens) > self.max_tokens:
+            tokens = _newest(tokens, self.max_tokens // 2)
         with self.lock:
-            self.index.reset(
-                _newest(
-                    tokens, self.max_tokens // 2 if len(tokens) > self.max_tokens else len(tokens)
-                )
-            )
-            self.max_token = int(self.index.tokens.max(initial=-1))
+            self.index.reset(tokens)  # in place: drafters hold its handle
+            self.max_token = int(tokens.max(initial=-1))
 
     def save(self, path: str | os.PathLike[str]) -> None:
         """Write the sequences held as a requests file, atomically."""
@@ -84,25 +90,29 @@ class RequestMemory:
     ) -> "RequestMemory":
         """A RequestMemory holding a requests file's sequences (every byte checked)."""
         memory = cls(max_tokens)
-        if missing_ok and not os.path.exists(path):
-            return memory
-        mm, header = map_file(path)
-        if header.kind != KIND_REQUESTS:
-            raise WrongFileKindError(
-                f"{path}: a {KIND_NAMES[header.kind]} file, not a requests file: rules='suffix' "
-                "keeps earlier requests in a file of its own (give dynamic= a new path)"
-            )
-        verify_sections(mm, header, path)
-        tokens = section_array(mm, header, "tokens", np.int32, (header.n_entries,))
-        if len(tokens) and (
-            tokens[-1] != -1 or int(tokens.min()) < -1 or int(tokens.max()) != header.max_token
-        ):
-            raise CorruptFileError(
-                f"{path}: not sequences of token ids each ended by -1, or max_token "
-                f"{header.max_token} is not their largest id"
-            )
-        memory.hold(tokens.copy())
+        if not (missing_ok and not os.path.exists(path)):
+            memory.hold(read_requests(path))
         return memory
+
+
+def read_requests(path: str | os.PathLike[str]) -> np.ndarray:
+    """A requests file's tokens, every byte checked (a copy: the file may be replaced)."""
+    mm, header = map_file(path)
+    if header.kind != KIND_REQUESTS:
+        raise WrongFileKindError(
+            f"{path}: a {KIND_NAMES[header.kind]} file, not a requests file: rules='suffix' "
+            "keeps earlier requests in a file of its own (give dynamic= a new path)"
+        )
+    verify_sections(mm, header, path)
+    tokens = section_array(mm, header, "tokens", np.int32, (header.n_entries,)).copy()
+    if len(tokens) and (
+        tokens[-1] != -1 or int(tokens.min()) < -1 or int(tokens.max()) != header.max_token
+    ):
+        raise CorruptFileError(
+            f"{path}: not sequences of token ids each ended by -1, or max_token "
+            f"{header.max_token} is not their largest id"
+        )
+    return tokens
 
 
 def _newest(held: np.ndarray, keep: int) -> np.ndarray:

@@ -29,7 +29,7 @@ from ..files.atomic import locked, remove_abandoned
 from ..files.kinds import file_format, file_kind
 from .base import Cache
 from .ngram import NgramCache, as_mutable
-from .requests import MAX_TOKENS, RequestMemory
+from .requests import MAX_TOKENS, RequestMemory, read_requests
 
 LOCK_TIMEOUT = 30.0
 
@@ -220,10 +220,7 @@ class SharedRequestFile(SharedFile):
         return bool(self.pending)
 
     def _rebase(self) -> None:
-        current = RequestMemory.load(self.path, self.max_tokens)
-        for seq in self.pending:
-            current.add(seq)
-        self.cache.hold(current.index.tokens)  # in place: drafters hold its index's handle
+        self.cache.hold(read_requests(self.path), self.pending)
 
     def _write(self) -> None:
         self.cache.save(self.path)

@@ -10,12 +10,12 @@ from typing import Any
 from ..caches.base import Cache
 from ..caches.corpus import SuffixCorpus
 from ..caches.ngram import NgramCache
-from ..caches.requests import RequestMemory
+from ..caches.requests import read_requests
 from ..caches.shared import format_for
 from ..caches.static import StaticCache
 from ..errors import InvalidParameterError
 from ..files.kinds import file_format, file_kind
-from ..files.ngd import KIND_NAMES, MAX_CORPUS, Header
+from ..files.ngd import KIND_NAMES, Header
 from .args import subcommand
 
 
@@ -168,7 +168,7 @@ def _mapped_info(
 
 def _requests_info(path: str) -> dict[str, Any]:
     """A requests file's sequences (loading checks its checksums and every token)."""
-    tokens = RequestMemory.load(path, MAX_CORPUS).index.tokens
+    tokens = read_requests(path)
     return {
         "path": path,
         "kind": "requests",
