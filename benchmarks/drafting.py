@@ -28,7 +28,10 @@ Drafters, each through its own code:
 * ``ceiling``: at each step the longest run of upcoming true tokens found
   anywhere earlier in the sequence, capped at k: what the best drafter that
   copies from the sequence could draft (a drafter that remembers earlier
-  requests can pass it on templated work).
+  requests can pass it on templated work). ``ceiling-1`` and ``ceiling-2``
+  take only runs that follow an earlier occurrence of the sequence's last
+  one or two tokens: the best a drafter could do by choosing, with
+  hindsight, among the places a match of that length points to.
 
 Workloads: ``benchmarks/e2e.py``'s three and ``real-edit`` (``edits.py``);
 the corpus is the Gutenberg training text (541 MB; ``--quick``: 25 MB), the
@@ -53,6 +56,9 @@ sys.path.insert(0, str(HERE))
 import corpora  # noqa: E402
 
 CORPUS_MB = corpora.FULL_MB  # the corpus of the +static and +corpus drafters (--quick: 25)
+# Untimed and deterministic: the ceiling, and the same restricted to runs that
+# follow an earlier occurrence of the sequence's last 1 or 2 tokens.
+CEILINGS = {"ceiling": 0, "ceiling-1": 1, "ceiling-2": 2}
 DRAFTERS = (
     "llama.cpp",
     "llama.cpp+static",
@@ -62,7 +68,7 @@ DRAFTERS = (
     "suffixdecoding",
     "vllm-ngram",
     "transformers",
-    "ceiling",
+    *CEILINGS,
 )
 CAPS = (8, 16, 32)
 
@@ -202,19 +208,21 @@ class TransformersLookup(Stateless):
         return candidates[0, len(context) :].numpy()
 
 
-def ceiling_length(context, upcoming, k):
-    """Length of the longest prefix of ``upcoming`` (at most k) found in ``context``."""
-    hay = context.astype("<i4").tobytes()
-    n = 0
-    while n < min(k, len(upcoming)):
-        needle = upcoming[: n + 1].astype("<i4").tobytes()
-        at = hay.find(needle)
-        while at != -1 and at % 4:  # a match must start on a token's boundary
-            at = hay.find(needle, at + 1)
-        if at == -1:
+def ceiling_length(context, upcoming, k, after=0):
+    """Length of the longest prefix of ``upcoming`` (at most k) found in ``context``
+    right after an occurrence of the context's last ``after`` tokens."""
+    n = len(context)
+    starts = np.arange(after, n)
+    for back in range(1, after + 1):
+        starts = starts[context[starts - back] == context[n - back]]
+    length = 0
+    while length < min(k, len(upcoming)):
+        starts = starts[starts + length < n]
+        starts = starts[context[starts + length] == upcoming[length]]
+        if not len(starts):
             break
-        n += 1
-    return n
+        length += 1
+    return length
 
 
 def run(workload, drafter_name, k, requests):
@@ -229,7 +237,7 @@ def run(workload, drafter_name, k, requests):
         "vllm-ngram": VllmNgram,
         "transformers": TransformersLookup,
     }
-    drafter = None if drafter_name == "ceiling" else makers[drafter_name](k)
+    drafter = None if drafter_name in CEILINGS else makers[drafter_name](k)
     passes = drafted = accepted = total = 0
     seconds = 0.0
     for prompt, output in requests:
@@ -240,7 +248,7 @@ def run(workload, drafter_name, k, requests):
         while i < len(output):
             context, upcoming = sequence[: base + i], sequence[base + i : base + i + k]
             if drafter is None:
-                a = d = ceiling_length(context, upcoming, k)
+                a = d = ceiling_length(context, upcoming, k, CEILINGS[drafter_name])
             else:
                 t0 = time.perf_counter()
                 draft = np.asarray(drafter.draft(context))[:k]
@@ -355,8 +363,8 @@ def main():
     args.tokens = args.tokens or (500 if args.quick else 2000)
     rounds_rows = []
     for round_ in range(args.rounds):
-        # The ceiling is deterministic and untimed: the first round is enough.
-        for d in DRAFTERS if round_ == 0 else DRAFTERS[:-1]:
+        # The ceilings are deterministic and untimed: the first round is enough.
+        for d in DRAFTERS if round_ == 0 else [d for d in DRAFTERS if d not in CEILINGS]:
             cmd = [sys.executable, __file__, "--child", d, str(args.tokens)]
             cmd += ["--quick"] if args.quick else []
             done = subprocess.run(cmd, capture_output=True, text=True, check=True)

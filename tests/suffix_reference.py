@@ -49,19 +49,20 @@ class Reference:
         self.k, self.min_match, self.mem = n_draft, min_match, list(memory)
         self.seq = []
         self.src = None  # "seq" or "mem"
-        self.pointer = self.agreed = self.misses = self.jumps = self.landed = 0
+        self.pointer = self.agreed = self.misses = self.jumps = self.landed = self.hint = 0
         self.fresh = False
 
     def text(self, src):
         return self.seq if src == "seq" else self.mem
 
     def start(self, prompt):
-        self.seq, self.src = list(prompt), None
-        self.jumps = self.landed = 0
+        """A new sequence; the record of jumps is the drafter's and carries over."""
+        self.seq, self.src, self.hint = list(prompt), None, 0
 
     def draft(self):
         n = len(self.seq)
-        j, length = longest(self.seq, n - 1, self.seq, self.pointer if self.src == "seq" else -1)
+        near = {"seq": self.pointer, None: self.hint}.get(self.src, -1)
+        j, length = longest(self.seq, n - 1, self.seq, near)
         jm, lm = longest(
             self.mem, len(self.mem) - 1, self.seq, self.pointer if self.src == "mem" else -1
         )
@@ -70,13 +71,14 @@ class Reference:
             j, length, where = jm, lm, "mem"
         elif length > 0:
             where = "seq"
-        proven = self.agreed >= R.PROVEN and self.misses <= R.RESYNC_MISSES
-        if self.src is not None and proven and length < R.TRUST:
+        jumpable = where is not None and length >= self.min_match
+        proven = self.agreed >= R.PROVEN or (self.agreed > 0 and not jumpable)
+        if self.src is not None and proven and self.misses <= R.RESYNC_MISSES and length < R.TRUST:
             text = self.text(self.src)
             limit = n - 1 if self.src == "seq" else len(self.mem) - 1
             e, m = near_match(text, limit, self.seq, self.pointer - 1)
             where, start = self.src, (e + 1 if m > 0 else self.pointer)
-        elif where is not None and length >= self.min_match:
+        elif jumpable:
             start = j + 1
             if where != self.src or start != self.pointer:
                 if length < R.LONG and self.landed + 1 < R.RELIABLE * (self.jumps + 2):
@@ -117,6 +119,8 @@ class Reference:
                 self.misses += 1
             p += 1
         if self.misses > R.RESYNC_MISSES or self.at(p) < 0:
+            if self.src == "seq":
+                self.hint = p
             self.src = None
         self.pointer = p
 

@@ -27,6 +27,10 @@ def test_the_ceiling_bounds_what_copying_drafters_reach():
     assert drafting.ceiling_length(context, np.array([3, 4, 9], dtype=np.int32), 8) == 2
     assert drafting.ceiling_length(context, np.array([4, 5, 1, 2, 3], dtype=np.int32), 3) == 3
     assert drafting.ceiling_length(context, np.array([7], dtype=np.int32), 8) == 0
+    after = np.array([4, 5], dtype=np.int32)  # found, but not after an earlier "2" or "1 2"
+    assert drafting.ceiling_length(context, after, 8) == 2
+    assert drafting.ceiling_length(context, after, 8, after=1) == 0
+    assert drafting.ceiling_length(context, np.array([3, 4, 9], dtype=np.int32), 8, 2) == 2
     rng = np.random.default_rng(0)
     text = rng.integers(0, 30, 300).tolist()
     requests = [(text[:200], text[100:250])]  # the output repeats part of the prompt

@@ -47,15 +47,13 @@ def test_drafts_equal_the_reference(seed):
     rng = np.random.default_rng(seed)
     k = int(rng.choice([1, 4, 8, 16]))
     memory = RequestMemory()
-    mem_tokens = []
-    for _ in range(3):  # requests: an old text, then its edited copy
+    drafter, reference = Drafter(n_draft=k, rules="suffix", dynamic=memory), Reference(k)
+    for _ in range(3):  # requests to one drafter: an old text, then its edited copy
         base = [int(t) for t in rng.integers(0, 40, int(rng.integers(20, 200)))]
         prompt, output = [1, 2, 3, *base, 4], edited(rng, base)
-        ours = teacher_forced(Drafter(n_draft=k, rules="suffix", dynamic=memory), prompt, output)
-        ref = teacher_forced(Reference(k, memory=mem_tokens), prompt, output)
-        assert ours == ref
-        mem_tokens += [*prompt, *output, -1]
-        memory.add(prompt + output)
+        assert teacher_forced(drafter, prompt, output) == teacher_forced(reference, prompt, output)
+        drafter.finish()
+        reference.mem += [*prompt, *output, -1]
         memory.index._check()
 
 
@@ -80,7 +78,12 @@ def test_the_worked_example_of_docs_suffix_md():
     d.start([10, 11, 12, 13, 14, 15, 10, 11])
     assert d.draft().tolist() == [12, 13, 14, 15]
     d.accept([12, 13, 99])
-    assert d.draft().tolist() == []
+    assert d.draft().tolist() == [15, 10, 11, 12]
+    e = Drafter(n_draft=4, rules="suffix")  # the same, "13 99" standing far off
+    e.start([10, 11, 12, 13, 14, 15, *range(30, 50), 13, 99, 5, 6, 7, 10, 11])
+    e.draft()
+    e.accept([12, 13, 99])
+    assert e.draft().tolist() == [5, 6, 7, 10]  # its jump wins over the pointer
 
 
 def test_position_index_stress_keeps_its_invariants():
@@ -253,3 +256,15 @@ def test_a_drafter_refuses_to_be_copied(rules):
     for duplicate in (pickle.dumps, copy.deepcopy, copy.copy):
         with pytest.raises(InvalidParameterError, match="cannot be copied or pickled"):
             duplicate(drafter)
+
+
+def test_a_copy_interrupted_by_new_text_resumes_near_where_it_stopped():
+    old = [50, 51, 52, *range(100, 120), 50, 51, 53, *range(200, 220), 50, 51, 54, 7]
+    d = Drafter(n_draft=3, rules="suffix")
+    d.start([1, *old, 2])
+    d.accept(old[:2])
+    assert d.draft().tolist() == [52, 100, 101]  # no pointer yet: the earliest "50 51"
+    d.accept(old[2:32])
+    d.accept(list(range(900, 906)))  # new text: the copy's pointer is lost
+    d.accept([50, 51])  # three earlier "50 51"s: the pointer was lost nearest the last
+    assert d.draft().tolist() == [54, 7, 2]

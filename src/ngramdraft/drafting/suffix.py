@@ -155,7 +155,7 @@ class SuffixDrafter(SequenceDrafter):
         prompt = as_tokens(prompt_tokens, "prompt_tokens")
         self._index.clear()
         self._index.reserve(2 * (len(prompt) + REPLY_ROOM))  # no refile for a while
-        self._st[R.FROM] = R.NONE
+        R.restart(self._st)
         self._begin(prompt)
 
     def draft(self) -> np.ndarray:
@@ -194,7 +194,7 @@ class SuffixDrafter(SequenceDrafter):
         """Remove the last ``n`` tokens, as if never accepted (drafts then as a fresh start)."""
         n = self._check_rewind(n)
         self._index.rewind(n)
-        self._st[R.FROM] = R.NONE  # the pointer followed tokens that are gone
+        R.restart(self._st)  # the pointer followed tokens that are gone
         if self._policy is not None:
             self._forget_drafts()
 

@@ -6,14 +6,17 @@ constant); in short, at each step:
 1. **Match.** The longest suffix of the sequence (up to ``MAX_MATCH``
    tokens) that occurred earlier in the sequence, and the longest that
    occurred in the earlier requests; the longer wins, the sequence on a tie.
-   Among equally long occurrences, the one whose continuation is where the
-   pointer stands (below), else the latest.
+   Among equally long occurrences, the one whose continuation is nearest
+   where the pointer stands (below); with no pointer, nearest where the
+   last one was lost (a copy interrupted by new text resumes near where it
+   stopped), else the earliest (the prompt's, which the output copies).
 2. **Follow.** While the pointer's source has proved itself (``PROVEN``
-   tokens accepted, at most ``RESYNC_MISSES`` missed in a row) and no match
-   of ``TRUST`` tokens says otherwise, draft from the source near the
-   pointer: the end of the sequence matched within ``WINDOW`` positions of
-   it (an edit that inserted or dropped a few tokens leaves the copy a few
-   positions off), else the pointer itself (an edit that replaced a token
+   tokens accepted, or one when no match can jump instead; at most
+   ``RESYNC_MISSES`` missed in a row) and no match of ``TRUST`` tokens
+   says otherwise, draft from the source near the pointer: the end of
+   the sequence matched within ``WINDOW`` positions of it (an edit that
+   inserted or dropped a few tokens leaves the copy a few positions off),
+   else the pointer itself (an edit that replaced a token
    by one of the same length leaves it in step).
 3. **Jump.** Otherwise draft from the longest match if it is at least
    ``min_match`` long. A jump to a new place is a guess: a sequence whose
@@ -29,7 +32,8 @@ constant); in short, at each step:
 The pointer is the position in its source standing for the next token. It
 moves one position with every accepted token, whether or not the token
 equalled the source's, and is dropped after ``RESYNC_MISSES`` misses in a
-row.
+row (a pointer into the sequence leaves its position as the hint for
+ties above).
 
 5. **The corpus**, if there is one and steps 1-4 drafted nothing: its
    commonest continuation of the longest match (``kernels/suffixsearch.py``),
@@ -56,6 +60,7 @@ kernel call with one argument:
 15-20  CORPUS       the corpus's tokens, suffix array and buckets
                     (address, length each; lengths 0: no corpus)
 21-24  CORPUS_ARGS  its search's parameters (``kernels/suffixsearch.py``)
+25     HINT         where ties in the sequence go with no pointer
 =====  ===========  ==================================================
 """
 
@@ -66,10 +71,10 @@ from ..kernels.handles import POSITIONS_N, SIZES, int32s, int64s, positions_at
 from ..kernels.suffixsearch import draft as corpus_draft
 
 N, MEM_N, FROM, POINTER, AGREED, MISSES, FRESH, JUMPS, LANDED, N_DRAFT, MIN_MATCH = range(11)
-SEQ_INDEX, MEM_INDEX, OUT, CORPUS_TEXT, CORPUS_SA, CORPUS_BUCKETS, CORPUS_ARGS = (
-    11, 12, 13, 15, 17, 19, 21
+SEQ_INDEX, MEM_INDEX, OUT, CORPUS_TEXT, CORPUS_SA, CORPUS_BUCKETS, CORPUS_ARGS, HINT = (
+    11, 12, 13, 15, 17, 19, 21, 25
 )  # fmt: skip
-STATE_WORDS = 25
+STATE_WORDS = 26
 NONE, SEQ, MEM = 0, 1, 2
 
 MIN_MATCH_DEFAULT = 2
@@ -129,7 +134,7 @@ def _draft(seq, seq_prev, seq_head, mem, mem_prev, mem_head, st, out):
     n, k = st[N], min(st[N_DRAFT], out.shape[0])
     max_match, max_chain, sizes = MAX_MATCH, MAX_CHAIN, SIZES
     src = st[FROM]
-    near_seq = st[POINTER] if src == SEQ else -1
+    near_seq = st[POINTER] if src == SEQ else (st[HINT] if src == NONE else -1)
     near_mem = st[POINTER] if src == MEM else -1
     j, length = longest_match(
         seq, n - 1, sizes, seq_prev, seq_head, seq, n, max_match, max_chain, near_seq
@@ -142,14 +147,16 @@ def _draft(seq, seq_prev, seq_head, mem, mem_prev, mem_head, st, out):
         j, length, where = jm, length_m, MEM
     elif length > 0:
         where = SEQ
-    if src != NONE and st[AGREED] >= PROVEN and st[MISSES] <= RESYNC_MISSES and length < TRUST:
+    jumpable = where != NONE and length >= st[MIN_MATCH]
+    proven = st[AGREED] >= PROVEN or (st[AGREED] > 0 and not jumpable)
+    if src != NONE and proven and st[MISSES] <= RESYNC_MISSES and length < TRUST:
         text, tn = (seq, n - 1) if src == SEQ else (mem, st[MEM_N] - 1)
         e, near_len = match_near(text, tn, seq, n, st[POINTER] - 1, WINDOW, max_match)
         if near_len > 0:
             where, start = src, e + 1
         else:
             where, start = src, st[POINTER]
-    elif where != NONE and length >= st[MIN_MATCH]:
+    elif jumpable:
         start = j + 1
         if src != where or start != st[POINTER]:  # a jump: the new source has proved nothing
             if length < LONG and (st[LANDED] + 1) < RELIABLE * (st[JUMPS] + 2):
@@ -191,7 +198,14 @@ def follow(seq, mem, st, new):
         p += 1
     if st[MISSES] > RESYNC_MISSES or _at(seq, mem, st, src, p) < 0:
         st[FROM] = NONE  # lost its place, or past that request's end
+        if src == SEQ:
+            st[HINT] = p
     st[POINTER] = p
+
+
+def restart(st):
+    """Drop the pointer and its hint: the next step drafts as at a sequence's start."""
+    st[FROM], st[HINT] = NONE, 0
 
 
 @njit(cache=True, nogil=True)
