@@ -24,7 +24,7 @@ import corpora  # noqa: E402
 
 MIN_MATCH = (2, 3, 4, 6)
 MIN_COUNT = (1, 2, 4, 8)
-MIN_SHARE = (30, 50, 70)
+MIN_SHARE = (50, 70, 90)  # the search needs 50 or more (kernels/suffixsearch.py)
 K = 8
 
 
@@ -63,8 +63,9 @@ def main():
     t0 = time.perf_counter()
     for match, count, share in [(0, 0, 0), *itertools.product(MIN_MATCH, MIN_COUNT, MIN_SHARE)]:
         drafter = Drafter(rules="suffix", static=None if match == 0 else str(path), n_draft=K)
-        if match:
-            drafter._corpus_params[[S.MIN_MATCH, S.MIN_COUNT, S.MIN_SHARE]] = match, count, share
+        if match:  # the search's parameters in the drafter's state (rules/suffix.py)
+            params = drafter._st[R.CORPUS_ARGS : R.CORPUS_ARGS + 4]
+            params[[S.MIN_MATCH, S.MIN_COUNT, S.MIN_SHARE]] = match, count, share
         passes, drafted, accepted = replay(drafter, prompt, output)
         rows.append(
             {

@@ -99,7 +99,8 @@ def test_search_and_draft_match_brute_force(tmp_path, seed):
     rng = np.random.default_rng(seed)
     tokens = corpus_stream(rng, 600, int(rng.choice([3, 6])), separators=0.02)
     corpus = SuffixCorpus.open(_built(tmp_path, tokens))
-    params = np.array([corpus.max_token, 2, 2, 40], dtype=np.int64)
+    share = int(rng.choice([50, 60]))
+    params = np.array([corpus.max_token, 2, 2, share], dtype=np.int64)
     out = np.zeros(8, dtype=np.int32)
     for _ in range(25):
         pattern = rng.integers(0, 6, int(rng.integers(1, 80))).astype(np.int32)
@@ -114,8 +115,45 @@ def test_search_and_draft_match_brute_force(tmp_path, seed):
         if length < min(pn, DEPTH):
             longer = pattern[pn - length - 1 :]
             assert not any(_occurs(tokens, i, longer) for i in range(len(tokens)))
-        d = S.draft(corpus.text, corpus.sa, corpus.buckets, pattern, pn, params, out)
-        assert out[:d].tolist() == corpus_draft(tokens, pattern, 8, 2, 2, 40, DEPTH)
+        fresh = np.array([-1, 0, 0, 0], dtype=np.int64)  # no previous search
+        d = S.draft(corpus.text, corpus.sa, corpus.buckets, pattern, pn, params, fresh, out)
+        assert out[:d].tolist() == corpus_draft(tokens, pattern, 8, 2, 2, share, DEPTH)
+
+
+def test_a_continuation_holding_half_may_sit_above_the_middle(tmp_path):
+    # "5 6" is followed by two separators, then by 9 twice: 9 holds the upper middle
+    tokens = np.array([5, 6, -1, 5, 6, -1, 5, 6, 9, 5, 6, 9, 1], dtype=np.int32)
+    corpus = SuffixCorpus.open(_built(tmp_path, tokens))
+    params = np.array([corpus.max_token, 2, 2, 50], dtype=np.int64)
+    pattern, out = np.array([5, 6], dtype=np.int32), np.zeros(4, dtype=np.int32)
+    fresh = np.array([-1, 0, 0, 0], dtype=np.int64)
+    d = S.draft(corpus.text, corpus.sa, corpus.buckets, pattern, 2, params, fresh, out)
+    assert out[:d].tolist() == [9] == corpus_draft(tokens, pattern, 4, 2, 2, 50, DEPTH)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_a_search_started_from_the_last_one_finds_the_same(tmp_path, seed):
+    rng = np.random.default_rng(seed)
+    tokens = corpus_stream(rng, 800, 4, separators=0.01)
+    corpus = SuffixCorpus.open(_built(tmp_path, tokens))
+    args = corpus.text, corpus.sa, corpus.buckets
+    floor = int(rng.integers(1, 4))
+    sequence, last = [], np.array([-1, 0, 0, 0], dtype=np.int64)
+    for _ in range(300):
+        r = rng.random()
+        if r < 0.05:  # a rewind: the drafter forgets the last search
+            del sequence[len(sequence) - int(rng.integers(0, 6)) :]
+            last[S.LAST_N] = -1
+        elif r < 0.1:  # steps the corpus was not asked at
+            sequence += rng.integers(0, 4, int(rng.integers(1, 8))).tolist()
+        else:  # copying the corpus, which extends the match, or not
+            at = int(rng.integers(0, 700))
+            copied = np.maximum(tokens[at : at + int(rng.integers(1, 4))], 0).tolist()
+            sequence += copied if rng.random() < 0.7 or not sequence else [sequence[-1]]
+        pattern = np.array(sequence or [0], dtype=np.int32)
+        got = S.match(*args, pattern, len(sequence), floor, last)
+        assert got == S.longest(*args, pattern, len(sequence), floor, DEPTH)
+        assert last.tolist() == [len(sequence), *got]
 
 
 def _occurs(tokens, i, pattern):

@@ -15,12 +15,13 @@ from numba import njit
 
 from .suffixsort import DEPTH
 
-# Distinct continuations weighed per drafted token: the commonest of the first
-# this many (each found by one binary search) stands for the commonest of all.
-MAX_FOLLOWERS = 64
 # params: the largest token id, the shortest match that drafts, the fewest
-# occurrences that do, and the share (percent) the continuation must hold.
+# occurrences that do, and the share (percent, 50 or more) the continuation must hold.
 MAX_TOKEN, MIN_MATCH, MIN_COUNT, MIN_SHARE = range(4)
+# last: a sequence's previous search, where its next one starts: the sequence's
+# length then (-1: none), the match's length (0: not even the floor's), its sa range.
+LAST_N, LAST_LENGTH, LAST_LO, LAST_HI = range(4)
+LAST_WORDS = 4
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -128,41 +129,85 @@ def _follower(text, sa, i, depth):
 
 
 @njit(cache=True, nogil=True)
-def draft(text, sa, buckets, pattern, pn, params, out):
+def _past(text, sa, lo, hi, depth, t, bound):
+    """In sa[lo:hi], whose suffixes agree up to depth and so sort by their token there:
+    the first i whose token there is above t (bound 1) or not below it (bound 0)."""
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if _follower(text, sa, mid, depth) < t + bound:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo
+
+
+@njit(cache=True, nogil=True)
+def match(text, sa, buckets, pattern, pn, floor, last):
+    """What ``longest(..., floor, DEPTH)`` returns, found from the sequence's previous search.
+
+    The longest match ending at a token is at most one longer than the
+    longest ending at the token before. So if the previous match extends
+    over every token appended since, that extension is the longest: each
+    token narrows its range by two binary searches among its occurrences,
+    where a search probes lengths one binary search each from the first
+    token's bucket. Otherwise the search runs capped at the longest the
+    previous one allows. ``last`` (``LAST_*``) is read, then updated.
+    """
+    n0, length, lo, hi = last[LAST_N], last[LAST_LENGTH], last[LAST_LO], last[LAST_HI]
+    found, ceiling = False, DEPTH
+    if 0 <= n0 <= pn:
+        # bound: no match ending at the sequence's token q is longer
+        q, bound = n0 - 1, length if length > 0 else floor - 1
+        found = length > 0 and length + pn - n0 <= DEPTH
+        while found and q + 1 < pn:
+            t = pattern[q + 1]
+            a = _past(text, sa, lo, hi, length, t, 0)
+            b = _past(text, sa, a, hi, length, t, 1)
+            q += 1
+            found = a < b
+            if found:
+                lo, hi, length = a, b, length + 1
+                bound = length
+        ceiling = bound + pn - 1 - q
+    if not found:
+        length, lo, hi = longest(text, sa, buckets, pattern, pn, floor, ceiling)
+    last[LAST_N], last[LAST_LENGTH], last[LAST_LO], last[LAST_HI] = pn, length, lo, hi
+    return length, lo, hi
+
+
+@njit(cache=True, nogil=True)
+def draft(text, sa, buckets, pattern, pn, params, last, out):
     """Draft into out the corpus's commonest continuation of pattern[:pn]; returns the count.
 
-    From the longest match, each next token is the commonest one following
-    the occurrences still in range (they sit together, sorted by it), as
-    long as it follows at least ``MIN_COUNT`` of them and ``MIN_SHARE``
-    percent; the range then narrows to those. The depth the array is sorted
-    to bounds the draft.
+    From the longest match, each next token is the one following at least
+    ``MIN_SHARE`` percent (50 or more) of the occurrences still in range, and
+    at least ``MIN_COUNT`` of them; the range then narrows to those. The
+    occurrences sit together sorted by that token, so one holding half of
+    them or more holds the middle one (of an odd count; one of the middle
+    two of an even count, the first if both qualify, as the smaller id): two
+    lookups and two binary searches per drafted token. The depth the array
+    is sorted to bounds the draft. ``last``: the sequence's previous search
+    (``match``).
     """
-    length, lo, hi = longest(text, sa, buckets, pattern, pn, params[MIN_MATCH], DEPTH)
+    length, lo, hi = match(text, sa, buckets, pattern, pn, params[MIN_MATCH], last)
     if length == 0:
         return 0
     d = 0
     while d < out.shape[0] and length + d < DEPTH:
         depth = length + d
-        best, best_lo, best_hi = -1, 0, 0
-        i = lo
-        for _ in range(MAX_FOLLOWERS):
-            if i >= hi:
+        best, best_lo, best_hi, tried = -1, 0, 0, -1
+        for half in range(2):
+            mid = lo + (hi - lo - 1 + half) // 2
+            x = _follower(text, sa, mid, depth)
+            if x < 0 or x == tried:
+                continue
+            tried = x
+            a = _past(text, sa, lo, mid, depth, x, 0)
+            b = _past(text, sa, mid + 1, hi, depth, x, 1)
+            if (b - a) * 100 >= params[MIN_SHARE] * (hi - lo):
+                best, best_lo, best_hi = x, a, b
                 break
-            x = _follower(text, sa, i, depth)
-            a, b = i + 1, hi  # the run of x ends at the first follower above it
-            while a < b:
-                mid = (a + b) >> 1
-                if _follower(text, sa, mid, depth) <= x:
-                    a = mid + 1
-                else:
-                    b = mid
-            if x >= 0 and a - i > best_hi - best_lo:
-                best, best_lo, best_hi = x, i, a
-            i = a
-        count = best_hi - best_lo
-        if best < 0 or best > params[MAX_TOKEN] or count < params[MIN_COUNT]:
-            break
-        if count * 100 < params[MIN_SHARE] * (hi - lo):
+        if best < 0 or best > params[MAX_TOKEN] or best_hi - best_lo < params[MIN_COUNT]:
             break
         out[d] = best
         d += 1

@@ -61,6 +61,7 @@ kernel call with one argument:
                     (address, length each; lengths 0: no corpus)
 21-24  CORPUS_ARGS  its search's parameters (``kernels/suffixsearch.py``)
 25     HINT         where ties in the sequence go with no pointer
+26-29  CORPUS_LAST  the corpus's previous search, where the next starts
 =====  ===========  ==================================================
 """
 
@@ -68,13 +69,15 @@ from numba import njit
 
 from ..kernels.chains import MAX_CHAIN, MAX_MATCH, file_positions, longest_match, match_near
 from ..kernels.handles import POSITIONS_N, SIZES, int32s, int64s, positions_at
+from ..kernels.suffixsearch import LAST_N, LAST_WORDS
 from ..kernels.suffixsearch import draft as corpus_draft
 
 N, MEM_N, FROM, POINTER, AGREED, MISSES, FRESH, JUMPS, LANDED, N_DRAFT, MIN_MATCH = range(11)
-SEQ_INDEX, MEM_INDEX, OUT, CORPUS_TEXT, CORPUS_SA, CORPUS_BUCKETS, CORPUS_ARGS, HINT = (
-    11, 12, 13, 15, 17, 19, 21, 25
+SEQ_INDEX, MEM_INDEX, OUT, CORPUS_TEXT, CORPUS_SA, CORPUS_BUCKETS, CORPUS_ARGS = (
+    11, 12, 13, 15, 17, 19, 21
 )  # fmt: skip
-STATE_WORDS = 26
+HINT, CORPUS_LAST = 25, 26
+STATE_WORDS = 30
 NONE, SEQ, MEM = 0, 1, 2
 
 MIN_MATCH_DEFAULT = 2
@@ -124,7 +127,8 @@ def draft_step(st):
     if d == 0 and st[CORPUS_SA + 1] > 0:
         text, sa = int32s(st, CORPUS_TEXT), int32s(st, CORPUS_SA)
         buckets = int64s(st, CORPUS_BUCKETS)
-        d = corpus_draft(text, sa, buckets, seq, st[N], st[CORPUS_ARGS : CORPUS_ARGS + 4], out)
+        params, last = st[CORPUS_ARGS : CORPUS_ARGS + 4], st[CORPUS_LAST : CORPUS_LAST + LAST_WORDS]
+        d = corpus_draft(text, sa, buckets, seq, st[N], params, last, out)
     return d
 
 
@@ -204,8 +208,8 @@ def follow(seq, mem, st, new):
 
 
 def restart(st):
-    """Drop the pointer and its hint: the next step drafts as at a sequence's start."""
-    st[FROM], st[HINT] = NONE, 0
+    """Drop the pointer, its hint and the corpus's last search: a sequence's start."""
+    st[FROM], st[HINT], st[CORPUS_LAST + LAST_N] = NONE, 0, -1
 
 
 @njit(cache=True, nogil=True)
