@@ -91,27 +91,45 @@ def _at(text, sa, buckets, pattern, pn, length):
 @njit(cache=True, nogil=True)
 def longest(text, sa, buckets, pattern, pn, floor, ceiling):
     """(length, lo, hi): the longest suffix of pattern[:pn], from floor up to ceiling tokens,
-    in the corpus (length 0 if not even floor's).
+    in the corpus (length 0 if not even floor's)."""
+    return _longest(text, sa, buckets, pattern, pn, floor, ceiling, floor)
 
-    A suffix occurs only if every shorter one does: the length is found by
-    doubling from the floor, then halving, one binary search a probe.
+
+@njit(cache=True, nogil=True)
+def _longest(text, sa, buckets, pattern, pn, floor, ceiling, guess):
+    """``longest``, its first probe at ``guess`` (the likeliest length).
+
+    A suffix occurs only if every shorter one does: from the guess the
+    probes gallop up (by the guess, then doubling) or down (by 1, 2, 4, ...)
+    to a length that occurs next to one that does not, then halve the gap,
+    one binary search a probe.
     """
     top = min(ceiling, pn, DEPTH)
     floor = max(floor, 1)
     if floor > top:
         return 0, 0, 0
-    lo, end = _at(text, sa, buckets, pattern, pn, floor)
-    if lo < 0:
-        return 0, 0, 0
-    good, bad = floor, top + 1
-    step = floor
-    while good + step < bad:
-        i, e = _at(text, sa, buckets, pattern, pn, good + step)
-        if i < 0:
-            bad = good + step
-            break
-        good, lo, end = good + step, i, e
-        step *= 2
+    guess = min(max(guess, floor), top)
+    lo, end = _at(text, sa, buckets, pattern, pn, guess)
+    if lo >= 0:
+        good, bad, step = guess, top + 1, guess
+        while good + step < bad:
+            i, e = _at(text, sa, buckets, pattern, pn, good + step)
+            if i < 0:
+                bad = good + step
+                break
+            good, lo, end = good + step, i, e
+            step *= 2
+    else:
+        good, bad, step = floor - 1, guess, 1
+        while bad > floor:
+            probe = max(bad - step, floor)
+            i, e = _at(text, sa, buckets, pattern, pn, probe)
+            if i >= 0:
+                good, lo, end = probe, i, e
+                break
+            bad, step = probe, step * 2
+        if good < floor:
+            return 0, 0, 0
     while bad - good > 1:
         mid = (good + bad) >> 1
         i, e = _at(text, sa, buckets, pattern, pn, mid)
@@ -162,15 +180,15 @@ def match(text, sa, buckets, pattern, pn, floor, last):
         while found and q + 1 < pn:
             t = pattern[q + 1]
             a = _past(text, sa, lo, hi, length, t, 0)
-            b = _past(text, sa, a, hi, length, t, 1)
             q += 1
-            found = a < b
+            found = a < hi and _follower(text, sa, a, length) == t
             if found:
-                lo, hi, length = a, b, length + 1
+                lo, hi = a, _past(text, sa, a + 1, hi, length, t, 1)
+                length += 1
                 bound = length
         ceiling = bound + pn - 1 - q
-    if not found:
-        length, lo, hi = longest(text, sa, buckets, pattern, pn, floor, ceiling)
+    if not found:  # the likeliest length is the cap: the previous match, one token on
+        length, lo, hi = _longest(text, sa, buckets, pattern, pn, floor, ceiling, ceiling)
     last[LAST_N], last[LAST_LENGTH], last[LAST_LO], last[LAST_HI] = pn, length, lo, hi
     return length, lo, hi
 
