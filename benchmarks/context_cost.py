@@ -115,19 +115,7 @@ def main():
                 cmd = [sys.executable, __file__, "--child", d, str(context), str(args.tokens)]
                 done = subprocess.run(cmd, capture_output=True, text=True, check=True)
                 rounds_rows.append(json.loads(done.stdout.strip().splitlines()[-1]))
-    by = {}
-    for r in (r for rows in rounds_rows for r in rows):
-        by.setdefault((r["context"], r["workload"], r["drafter"]), []).append(r)
-    rows = []
-    for rs in by.values():
-        costs = [r["us_per_token"] for r in rs]
-        rows.append(
-            {
-                **rs[0],
-                "us_per_token": float(np.median(costs)),
-                "us_per_token_range": [min(costs), max(costs)],
-            }
-        )
+    rows = drafting.summarize(rounds_rows, ("context", "workload", "drafter"))
     stamp = time.strftime("%Y-%m-%d-%H%M")
     out = HERE / "results"
     (out / f"{stamp}-context-cost.json").write_text(

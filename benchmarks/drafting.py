@@ -317,12 +317,13 @@ def child(drafter_name, n, workloads):
     print(json.dumps(rows))
 
 
-def summarize(rounds_rows):
-    """Quality from the first round (deterministic), cost medians and ranges over rounds."""
+def summarize(rounds_rows, fields=("workload", "drafter", "k")):
+    """Quality from the first round (deterministic), cost medians and ranges over rounds,
+    one row per distinct value of ``fields``."""
     by = {}
     for rows in rounds_rows:
         for r in rows:
-            by.setdefault((r["workload"], r["drafter"], r["k"]), []).append(r)
+            by.setdefault(tuple(r[f] for f in fields), []).append(r)
     out = []
     for rs in by.values():
         row = dict(rs[0])

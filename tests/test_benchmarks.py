@@ -38,3 +38,20 @@ def test_the_ceiling_bounds_what_copying_drafters_reach():
     rules = drafting.run("toy", "llama.cpp", 8, requests)
     assert ceiling["accepted_share"] == 1.0
     assert ceiling["tokens_per_pass"] >= rules["tokens_per_pass"] > 1.0
+
+
+def test_context_cost_workloads_hold_the_context_asked_for():
+    context_cost = pytest.importorskip("context_cost")
+    ((prompt, prose),) = context_cost.requests(1024, 200, "prose")
+    ((same, copy),) = context_cost.requests(1024, 200, "copy")
+    assert len(prompt) == 1024 and len(prose) == len(copy) == 200
+    assert np.array_equal(prompt, same) and np.count_nonzero(copy != prompt[-200:]) == 5
+    rows = [
+        [{"context": 1, "workload": "w", "drafter": d, "us_per_token": us} for d in "ab"]
+        for us in (1.0, 3.0, 2.0)
+    ]
+    summary = context_cost.drafting.summarize(rows, ("context", "workload", "drafter"))
+    assert [(r["drafter"], r["us_per_token"], r["us_per_token_range"]) for r in summary] == [
+        ("a", 2.0, [1.0, 3.0]),
+        ("b", 2.0, [1.0, 3.0]),
+    ]

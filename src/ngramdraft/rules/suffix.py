@@ -19,7 +19,7 @@ constant); in short, at each step:
    else the pointer itself (an edit that replaced a token
    by one of the same length leaves it in step).
 3. **Jump.** Otherwise draft from the longest match if it is at least
-   ``min_match`` long. A jump to a new place is a guess: a sequence whose
+   ``min_match`` long. A jump to a new place is a guess: a drafter whose
    jumps have mostly missed (their first token right in fewer than
    ``RELIABLE`` of them, counting one hit and one miss beforehand) jumps
    only on a match of ``LONG`` tokens or more. On prose, chance matches of
@@ -51,7 +51,7 @@ kernel call with one argument:
 4      AGREED       accepted tokens equal to the source's since it was set
 5      MISSES       accepted tokens in a row not equal to the source's
 6      FRESH        1 until the first token after a jump is accepted
-7      JUMPS        jumps judged so far in the sequence
+7      JUMPS        jumps the drafter has judged (in all sequences)
 8      LANDED       of those, the ones whose first token was right
 9-10                n_draft, min_match
 11     SEQ_INDEX    address of the sequence's PositionIndex handle
