@@ -82,9 +82,9 @@ NONE, SEQ, MEM = 0, 1, 2
 
 MIN_MATCH_DEFAULT = 2
 PROVEN = 4
-RESYNC_MISSES = 4
+RESYNC_MISSES = 6
 TRUST = 4
-WINDOW = 8
+WINDOW = 12
 LONG = 8
 RELIABLE = 0.3
 # The corpus (``kernels/suffixsearch.py``), asked when neither the sequence nor
