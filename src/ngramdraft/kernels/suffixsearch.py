@@ -165,11 +165,11 @@ def match(text, sa, buckets, pattern, pn, floor, last):
 
     The longest match ending at a token is at most one longer than the
     longest ending at the token before. So if the previous match extends
-    over every token appended since, that extension is the longest: each
-    token narrows its range by two binary searches among its occurrences,
-    where a search probes lengths one binary search each from the first
-    token's bucket. Otherwise the search runs capped at the longest the
-    previous one allows. ``last`` (``LAST_*``) is read, then updated.
+    over every token appended since, that extension is the longest, found
+    by narrowing its range among its own occurrences (two binary searches a
+    token) rather than by probing lengths in a first token's bucket.
+    Otherwise the search probes from the longest the previous match allows
+    downwards. ``last`` (``LAST_*``) is read, then updated.
     """
     n0, length, lo, hi = last[LAST_N], last[LAST_LENGTH], last[LAST_LO], last[LAST_HI]
     found, ceiling = False, DEPTH
