@@ -47,6 +47,7 @@ deterministic; costs are medians over rounds with their ranges, each
 """
 
 import argparse
+import functools
 import json
 import subprocess
 import sys
@@ -96,22 +97,18 @@ class LlamaRules:
         self.drafter.finish()
 
 
-_WARM = {}
-
-
+@functools.cache
 def warm(kind):
     """The corpus's file of one kind, opened once per process, its warm-up (pages mapped,
     checksums checked) over before any clock starts, as a server's is long before it drafts."""
-    if kind not in _WARM:
-        from ngramdraft import SuffixCorpus
+    from ngramdraft import SuffixCorpus
 
-        if kind == "static":
-            opened, _ = corpora.static_cache(CORPUS_MB)
-        else:
-            opened = SuffixCorpus.open(corpora.suffix_corpus(CORPUS_MB)[0])
-        opened.prefault().wait()
-        _WARM[kind] = opened
-    return _WARM[kind]
+    if kind == "static":
+        opened, _ = corpora.static_cache(CORPUS_MB)
+    else:
+        opened = SuffixCorpus.open(corpora.suffix_corpus(CORPUS_MB)[0])
+    opened.prefault().wait()
+    return opened
 
 
 class LlamaStatic(LlamaRules):
