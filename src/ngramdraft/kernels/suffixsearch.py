@@ -47,13 +47,29 @@ def _compare(text, p, pattern, s, length):
 def _first(text, sa, pattern, s, length, lo, hi, bound):
     """The first i in [lo, hi) whose suffix sorts after pattern[s:s+length] (bound 1), or
     does not sort before it (bound 0); hi if none."""
+    return _bounds(text, sa, pattern, s, length, lo, hi, bound)[0]
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _bounds(text, sa, pattern, s, length, lo, hi, bound):
+    """``_first``, and the first i it saw whose suffix sorts after the pattern (hi if none).
+
+    With bound 0 the second is a limit for the search of where the pattern's
+    suffixes end: those two searches share their first steps, until one step
+    lands among the pattern's suffixes, and the second search starts from
+    where the first left them instead of again from the whole range.
+    """
+    after = hi
     while lo < hi:
         mid = (lo + hi) >> 1
-        if _compare(text, sa[mid], pattern, s, length) < bound:
+        c = _compare(text, sa[mid], pattern, s, length)
+        if c < bound:
             lo = mid + 1
         else:
             hi = mid
-    return lo
+            if c > 0:
+                after = mid
+    return lo, after
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -73,19 +89,19 @@ def _bucket(buckets, n, t):
 def find(text, sa, buckets, pattern, s, length):
     """(lo, hi): the suffixes that start with pattern[s:s+length] are sa[lo:hi]."""
     lo, hi = _bucket(buckets, sa.shape[0], pattern[s])
-    lo = _first(text, sa, pattern, s, length, lo, hi, 0)
+    lo, hi = _bounds(text, sa, pattern, s, length, lo, hi, 0)
     return lo, _first(text, sa, pattern, s, length, lo, hi, 1)
 
 
 @njit(cache=True, nogil=True, inline="always")
 def _at(text, sa, buckets, pattern, pn, length):
     """Where the suffixes starting with the last ``length`` tokens of pattern[:pn] begin
-    in sa, and where their bucket ends; -1 if there are none (one binary search)."""
+    in sa, and a limit to where they end; -1 if there are none (one binary search)."""
     lo, hi = _bucket(buckets, sa.shape[0], pattern[pn - length])
-    i = _first(text, sa, pattern, pn - length, length, lo, hi, 0)
+    i, after = _bounds(text, sa, pattern, pn - length, length, lo, hi, 0)
     if i < hi and _compare(text, sa[i], pattern, pn - length, length) == 0:
-        return i, hi
-    return -1, hi
+        return i, after
+    return -1, after
 
 
 @njit(cache=True, nogil=True)
@@ -150,13 +166,23 @@ def _follower(text, sa, i, depth):
 def _past(text, sa, lo, hi, depth, t, bound):
     """In sa[lo:hi], whose suffixes agree up to depth and so sort by their token there:
     the first i whose token there is above t (bound 1) or not below it (bound 0)."""
+    return _past_bounds(text, sa, lo, hi, depth, t, bound)[0]
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _past_bounds(text, sa, lo, hi, depth, t, bound):
+    """``_past``, and the first i it saw whose token is above t (hi if none): as ``_bounds``."""
+    after = hi
     while lo < hi:
         mid = (lo + hi) >> 1
-        if _follower(text, sa, mid, depth) < t + bound:
+        x = _follower(text, sa, mid, depth)
+        if x < t + bound:
             lo = mid + 1
         else:
             hi = mid
-    return lo
+            if x > t:
+                after = mid
+    return lo, after
 
 
 @njit(cache=True, nogil=True)
@@ -179,11 +205,11 @@ def match(text, sa, buckets, pattern, pn, floor, last):
         found = length > 0 and length + pn - n0 <= DEPTH
         while found and q + 1 < pn:
             t = pattern[q + 1]
-            a = _past(text, sa, lo, hi, length, t, 0)
+            a, after = _past_bounds(text, sa, lo, hi, length, t, 0)
             q += 1
             found = a < hi and _follower(text, sa, a, length) == t
             if found:
-                lo, hi = a, _past(text, sa, a + 1, hi, length, t, 1)
+                lo, hi = a, _past(text, sa, a + 1, after, length, t, 1)
                 length += 1
                 bound = length
         ceiling = bound + pn - 1 - q
