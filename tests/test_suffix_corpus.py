@@ -131,6 +131,25 @@ def test_a_continuation_holding_half_may_sit_above_the_middle(tmp_path):
     assert out[:d].tolist() == [9] == corpus_draft(tokens, pattern, 4, 2, 2, 50, DEPTH)
 
 
+@pytest.mark.parametrize("share", [50, 60])
+def test_a_continuation_holding_just_enough_is_found_wherever_it_sits(tmp_path, share):
+    # "5 6" followed h times, by a run of 9s just long enough (or one short)
+    # with `o` smaller ids before it: the run may reach the middle from either side
+    pattern, out = np.array([5, 6], dtype=np.int32), np.zeros(4, dtype=np.int32)
+    for h in range(4, 12):
+        need = -(-share * h // 100)
+        for run in (need, need - 1):
+            for o in range(h - run + 1):
+                followers = [*range(1, o + 1), *[9] * run, *range(10, 10 + h - run - o)]
+                tokens = np.array([t for f in followers for t in (5, 6, f, -1)][:-1], np.int32)
+                corpus = SuffixCorpus.open(_built(tmp_path, tokens, f"c{h}-{run}-{o}"))
+                params = np.array([corpus.max_token, 2, 2, share], dtype=np.int64)
+                fresh = np.array([-1, 0, 0, 0], dtype=np.int64)
+                d = S.draft(corpus.text, corpus.sa, corpus.buckets, pattern, 2, params, fresh, out)
+                expected = corpus_draft(tokens, pattern, 4, 2, 2, share, DEPTH)
+                assert out[:d].tolist() == expected == ([9] if run >= max(need, 2) else [])
+
+
 @pytest.mark.parametrize("seed", range(6))
 def test_a_search_started_from_the_last_one_finds_the_same(tmp_path, seed):
     rng = np.random.default_rng(seed)

@@ -229,16 +229,22 @@ def draft(text, sa, buckets, pattern, pn, params, last, out):
     occurrences sit together sorted by that token, so one holding half of
     them or more holds the middle one (of an odd count; one of the middle
     two of an even count, the first if both qualify, as the smaller id): two
-    lookups and two binary searches per drafted token. The depth the array
-    is sorted to bounds the draft. ``last``: the sequence's previous search
+    lookups and two binary searches per drafted token. A token that does not
+    reach ``(need - 1) // 2`` positions either side of the middle holds fewer
+    than ``need``, and is turned down by two more lookups instead (on prose,
+    where most are, that halves the continuation's reads). The depth the
+    array is sorted to bounds the draft. ``last``: the sequence's previous search
     (``match``).
     """
     length, lo, hi = match(text, sa, buckets, pattern, pn, params[MIN_MATCH], last)
     if length == 0:
         return 0
     d = 0
-    while d < out.shape[0] and length + d < DEPTH:
+    while d < out.shape[0] and length + d < DEPTH and hi - lo >= params[MIN_COUNT]:
         depth = length + d
+        # a run of `need` or more through mid reaches mid - reach or mid + reach
+        need = (params[MIN_SHARE] * (hi - lo) + 99) // 100
+        reach = (need - 1) // 2
         best, best_lo, best_hi, tried = -1, 0, 0, -1
         for half in range(2):
             mid = lo + (hi - lo - 1 + half) // 2
@@ -246,6 +252,9 @@ def draft(text, sa, buckets, pattern, pn, params, last, out):
             if x < 0 or x == tried:
                 continue
             tried = x
+            left = _follower(text, sa, mid - reach, depth)
+            if left != x and _follower(text, sa, mid + reach, depth) != x:
+                continue
             a = _past(text, sa, lo, mid, depth, x, 0)
             b = _past(text, sa, mid + 1, hi, depth, x, 1)
             if (b - a) * 100 >= params[MIN_SHARE] * (hi - lo):
