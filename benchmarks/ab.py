@@ -1,6 +1,7 @@
 """Two checkouts side by side: replay, one Drafter and a BatchDrafter, in fresh processes.
 
     python benchmarks/ab.py --before ../base/src --after src [--rounds 5] [--quick]
+        [--probes replay,drafter,batch,suffix-corpus,suffix-batch]
 
 Each round runs every (variant, probe) pair in a process of its own, the
 variants' order alternating from round to round, so that both see the same
@@ -13,7 +14,10 @@ checkouts must have:
 * ``drafter``: one Drafter's draft() + accept() of one token, teacher-forced
   over the same stream: us per call pair;
 * ``batch``: a BatchDrafter of 256 sequences, each a window of the stream:
-  draft(all) and accept(all, one token each) per step: us per sequence-step.
+  draft(all) and accept(all, one token each) per step: us per sequence-step;
+* ``suffix-corpus``: as ``drafter``, with ``rules="suffix"`` and the 541 MB
+  corpus's suffix file (its warm-up over before the clock starts);
+* ``suffix-batch``: as ``batch``, with ``rules="suffix"`` (no corpus).
 
 Each process first runs its probe once untimed (kernel loading; a checkout's
 first process compiles). Results: medians and ranges over rounds,
@@ -33,16 +37,29 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-PROBES = ("replay", "drafter", "batch")
+# Each probe's corpus: the 2-gram cache, the suffix file, or none.
+PROBES = {
+    "replay": "static",
+    "drafter": "static",
+    "batch": "static",
+    "suffix-corpus": "suffix",
+    "suffix-batch": None,
+}
 BATCH = 256
 
 
-def probe(name, static_path, tokens_path, quick):
+def probe(name, corpus_path, tokens_path, quick):
     """One measurement in this process (the checkout on PYTHONPATH): a float."""
-    from ngramdraft import BatchDrafter, Drafter, StaticCache, replay
+    from ngramdraft import BatchDrafter, Drafter, StaticCache, SuffixCorpus, replay
 
     stream = np.load(tokens_path)
-    static = StaticCache.open(static_path)
+    if name == "suffix-batch":
+        return _per_row(BatchDrafter(rules="suffix", max_seqs=BATCH), stream, quick)
+    if name == "suffix-corpus":
+        corpus = SuffixCorpus.open(corpus_path)
+        corpus.prefault().wait()
+        return _per_call(Drafter(rules="suffix", static=corpus), stream, quick)
+    static = StaticCache.open(corpus_path)
     static.prefault().done.wait()
     if name == "replay":
         n = 20_000 if quick else len(stream)
@@ -50,26 +67,13 @@ def probe(name, static_path, tokens_path, quick):
         result = replay(stream[:n], 4096, 8, static)
         return result.t_draft_ms * 1000 / result.n_drafted
     if name == "drafter":
-        steps = 20_000 if quick else 100_000
-        drafter = Drafter(static=static)
-        tokens = stream.tolist()
-        timed = 0.0
-        done = 0
-        for start in range(0, len(tokens) - 4096, 4096):
-            drafter.start(tokens[start : start + 64])
-            t0 = time.perf_counter()
-            for token in tokens[start + 64 : start + 4096]:
-                drafter.draft()
-                drafter.accept([token])
-            if start:  # the first window loads the kernels
-                timed += time.perf_counter() - t0
-                done += 4096 - 64
-            drafter.finish()
-            if done >= steps:
-                break
-        return 1e6 * timed / done
+        return _per_call(Drafter(static=static), stream, quick)
+    return _per_row(BatchDrafter(static=static, max_seqs=BATCH), stream, quick)
+
+
+def _per_row(batch, stream, quick):
+    """us per sequence-step: draft(all) and accept(all, one token each), BATCH windows."""
     steps = 100 if quick else 400
-    batch = BatchDrafter(static=static, max_seqs=BATCH)
     ids = list(range(BATCH))
     offsets = np.linspace(0, len(stream) - steps - 200, BATCH).astype(int)
     for i, at in enumerate(offsets):
@@ -84,17 +88,44 @@ def probe(name, static_path, tokens_path, quick):
     return 1e6 * timed / ((steps - 10) * BATCH)
 
 
-def data(quick):
-    """(static cache path, test stream .npy path), built once in benchmarks/.data."""
+def _per_call(drafter, stream, quick):
+    """us per draft() + accept() of one token, teacher-forced over 4,096-token windows."""
+    steps = 20_000 if quick else 100_000
+    tokens = stream.tolist()
+    timed = 0.0
+    done = 0
+    for start in range(0, len(tokens) - 4096, 4096):
+        drafter.start(tokens[start : start + 64])
+        t0 = time.perf_counter()
+        for token in tokens[start + 64 : start + 4096]:
+            drafter.draft()
+            drafter.accept([token])
+        if start:  # the first window loads the kernels
+            timed += time.perf_counter() - t0
+            done += 4096 - 64
+        drafter.finish()
+        if done >= steps:
+            break
+    return 1e6 * timed / done
+
+
+def data(quick, probes):
+    """({corpus kind: path} for the probes, test stream .npy path), built once in
+    benchmarks/.data."""
     import corpora
 
     corpora.QUICK = quick
     size = 5 if quick else 541
-    static = corpora.static_cache(size)[0].path
+    kinds = {PROBES[name] for name in probes}
+    corpus = {None: "-"}
+    if "static" in kinds:
+        corpus["static"] = corpora.static_cache(size)[0].path
+    if "suffix" in kinds:
+        corpus["suffix"] = corpora.suffix_corpus(size)[0]
     stream_path = corpora.DATA / f"ab-test-{'quick' if quick else 'full'}.npy"
     if not stream_path.exists():
         np.save(stream_path, corpora.test_stream(40_000 if quick else 200_000))
-    return static, stream_path
+    return corpus, stream_path
 
 
 def main():
@@ -102,27 +133,31 @@ def main():
     p.add_argument("--before", required=True, help="the first checkout's src folder")
     p.add_argument("--after", required=True, help="the second checkout's src folder")
     p.add_argument("--rounds", type=int, default=5)
-    p.add_argument("--quick", action="store_true", help="5 MB static cache, short probes")
+    p.add_argument("--quick", action="store_true", help="5 MB corpora, short probes")
+    p.add_argument("--probes", default=",".join(PROBES), help="which probes, comma-separated")
     p.add_argument(
-        "--child", nargs=3, metavar=("PROBE", "STATIC", "TOKENS"), help=argparse.SUPPRESS
+        "--child", nargs=3, metavar=("PROBE", "CORPUS", "TOKENS"), help=argparse.SUPPRESS
     )
     args = p.parse_args()
     if args.child:
         print(json.dumps(probe(*args.child, args.quick)))
         return
-    static, tokens = data(args.quick)
+    probes = args.probes.split(",")
+    if unknown := set(probes) - set(PROBES):
+        p.error(f"unknown probes {sorted(unknown)}: choose from {', '.join(PROBES)}")
+    corpus, tokens = data(args.quick, probes)
     variants = {
         "before": str(Path(args.before).resolve()),
         "after": str(Path(args.after).resolve()),
     }
-    runs = {(v, name): [] for v in variants for name in PROBES}
+    runs = {(v, name): [] for v in variants for name in probes}
     for r in range(args.rounds + 1):  # round 0 compiles each checkout's kernels: not counted
         order = list(variants) if r % 2 else list(variants)[::-1]
-        for name in PROBES:
+        for name in probes:
             for v in order:
                 env = {**os.environ, "PYTHONPATH": variants[v]}
                 cmd = [sys.executable, __file__, "--before", "-", "--after", "-"]
-                cmd += ["--child", name, str(static), str(tokens)] + (
+                cmd += ["--child", name, str(corpus[PROBES[name]]), str(tokens)] + (
                     ["--quick"] if args.quick else []
                 )
                 out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
@@ -131,7 +166,7 @@ def main():
                 if r:
                     runs[(v, name)].append(value)
     rows = []
-    for name in PROBES:
+    for name in probes:
         b, a = runs[("before", name)], runs[("after", name)]
         rows.append(
             {
@@ -154,6 +189,8 @@ def main():
         "replay": "us per drafted token",
         "drafter": "us per draft()+accept()",
         "batch": f"us per sequence-step ({BATCH} sequences)",
+        "suffix-corpus": "us per draft()+accept()",
+        "suffix-batch": f"us per sequence-step ({BATCH} sequences)",
     }
     lines = [
         f"# A/B: {variants['before']} vs {variants['after']}",

@@ -55,3 +55,15 @@ def test_context_cost_workloads_hold_the_context_asked_for():
         ("a", 2.0, [1.0, 3.0]),
         ("b", 2.0, [1.0, 3.0]),
     ]
+
+
+def test_ab_times_the_suffix_rules(tmp_path):
+    ab = pytest.importorskip("ab")
+    from ngramdraft import SuffixCorpus
+
+    rng = np.random.default_rng(0)
+    SuffixCorpus.build(rng.integers(0, 50, 5000), tmp_path / "c.ngd")
+    stream = tmp_path / "stream.npy"
+    np.save(stream, rng.integers(0, 50, 3 * 4096).astype(np.int32))
+    assert ab.probe("suffix-corpus", tmp_path / "c.ngd", stream, quick=True) > 0
+    assert ab.probe("suffix-batch", "-", stream, quick=True) > 0

@@ -8,6 +8,7 @@ import pytest
 from ngramdraft import BatchDrafter, Drafter, InvalidParameterError, NgramCache, VocabularyError
 from ngramdraft.caches.positions import MAX_MATCH, PositionIndex
 from ngramdraft.caches.requests import RequestMemory
+from ngramdraft.drafting.base import PARALLEL_FROM
 from ngramdraft.drafting.policy import CostAwareLength
 from ngramdraft.drafting.suffix import SuffixDrafter
 from suffix_reference import Reference
@@ -195,35 +196,43 @@ def test_bad_arguments_get_named_errors():
     d.check_vocabulary(70001)
 
 
-def test_batch_drafts_as_one_drafter_per_sequence():
+# one thread, the machine's threads, and a policy (each row drafted by its own call)
+@pytest.mark.parametrize(("rows", "costs"), [(4, None), (PARALLEL_FROM + 8, None), (4, 1.3)])
+def test_batch_drafts_as_one_drafter_per_sequence(rows, costs):
     rng = np.random.default_rng(4)
-    batch = BatchDrafter(n_draft=6, rules="suffix")
+    policy = None if costs is None else CostAwareLength([1.0] + [costs] * 6)
+    batch = BatchDrafter(n_draft=6, rules="suffix", policy=policy)
     memory = RequestMemory()
     singles = {}
-    for i in range(4):
+    for i in range(rows):
         prompt = rng.integers(0, 12, 60).tolist()
         batch.add(i, prompt)
-        singles[i] = Drafter(n_draft=6, rules="suffix", dynamic=memory)
+        singles[i] = Drafter(n_draft=6, rules="suffix", dynamic=memory, policy=policy)
         singles[i].start(prompt)
     ids = list(singles)
-    for _ in range(40):
+    drafted = 0
+    for step in range(40):
         tokens, lengths = batch.draft(ids)
+        drafted += lengths.sum()
         for i, row, n in zip(ids, tokens, lengths, strict=True):
             assert row[:n].tolist() == singles[i].draft().tolist()
         new = [rng.integers(0, 12, int(rng.integers(1, 4))).tolist() for _ in ids]
+        if step == 20:  # more than a row's index holds: it grows in the middle of a batch
+            new[1] = rng.integers(0, 12, 900).tolist()
         batch.accept(ids, new)
         for i, t in zip(ids, new, strict=True):
             singles[i].accept(t)
-    table = np.zeros((4, 400), dtype=np.int32)
+    assert drafted > 0
+    table = np.zeros((rows, 1400), dtype=np.int32)
     for r, i in enumerate(ids):
         held = singles[i].tokens
         table[r, : len(held)] = held
     lengths = [len(singles[i].tokens) for i in ids]
     assert not batch.sync(ids, table, lengths).any()
     table[0, 0] += 1
-    assert batch.sync(ids, table, lengths).tolist() == [True, False, False, False]
+    assert batch.sync(ids, table, lengths).tolist() == [True] + [False] * (rows - 1)
     batch.finish(0)
-    assert 0 not in batch and len(batch) == 3
+    assert 0 not in batch and len(batch) == rows - 1
 
 
 def test_replay_cli_takes_the_suffix_rules(cli, tmp_path):

@@ -288,6 +288,10 @@ def test_damaged_files_are_named_and_never_draft_out_of_range(tmp_path):
     drafter.start(tokens[:20].clip(0))
     with pytest.raises(ChecksumError):  # drafting stops once the warm-up found the damage
         drafter.draft()
+    batch = BatchDrafter(rules="suffix", static=drafter.static)
+    batch.add("a", tokens[:20].clip(0))
+    with pytest.raises(ChecksumError):  # and a batch's, whose rows are drafted in one call
+        batch.draft(["a"])
     # Checksums forged: only the kernels' bounds stand between the damage and the model.
     (tmp_path / "forged.ngd").write_bytes(forge(raw))
     forged = SuffixCorpus.open(tmp_path / "forged.ngd")

@@ -21,6 +21,9 @@ from .policy import Learns, Policy
 if TYPE_CHECKING:
     from numpy.typing import ArrayLike
 
+# Below this many sequences a batch's call runs on one thread: starting the
+# others costs more than they save.
+PARALLEL_FROM = 32
 MAX_SHADOWS = 64  # whole drafts a learning policy may wait on (each settles within n_draft tokens)
 
 _NONE = np.zeros(0, dtype=np.int32)

@@ -26,7 +26,7 @@ from ..errors import (
 from ..kernels.frozen import CORRUPT
 from ..validation import check_int, check_ngram_range
 from . import state as S
-from .base import check_new_sequence, flatten_tokens, sync_arguments
+from .base import PARALLEL_FROM, check_new_sequence, flatten_tokens, sync_arguments
 from .drafter import MAX_DRAFT, Drafter, check_rules
 from .suffix_batch import SuffixBatchDrafter
 
@@ -36,10 +36,6 @@ if TYPE_CHECKING:
     from ..caches.base import Cache
     from ..caches.ngram import NgramCache
     from ..caches.static import StaticCache
-
-# Below this many sequences a draft call runs on one thread: starting the
-# others costs more than they save.
-PARALLEL_FROM = 32
 
 
 class BatchDrafter:

@@ -128,6 +128,7 @@ class SuffixDrafter(SequenceDrafter):
         # The kernels' one argument (rules/suffix.py): it points at the index, the
         # earlier requests' index, the buffer and the corpus, which this object keeps alive.
         st = self._st = np.zeros(R.STATE_WORDS, dtype=np.int64)
+        self._state_address = st.ctypes.data  # how the batch kernels find it
         st[R.N_DRAFT] = self.n_draft
         st[R.MIN_MATCH] = check_int(min_match, "min_match", 2, MAX_MATCH)
         st[R.SEQ_INDEX] = self._index.handle.ctypes.data

@@ -4,20 +4,25 @@ The interface is :class:`~ngramdraft.BatchDrafter`'s, and the drafts are
 those of one :class:`~ngramdraft.drafting.suffix.SuffixDrafter` per
 sequence, all sharing one :class:`~ngramdraft.caches.requests.RequestMemory`
 and one corpus (:class:`~ngramdraft.caches.corpus.SuffixCorpus`), if given.
-Each sequence is drafted by its own kernel call, one after another (the
-llama.cpp rules' batch drafts every row in one call; the suffix rules' state
-is not yet laid out for that).
+A draft or an accept of every sequence asked for is one kernel call
+(``rules/suffix.draft_rows``, ``accept_rows``), which takes each sequence's
+state by its address, over the machine's threads from ``PARALLEL_FROM``
+sequences on, as the llama.cpp rules' batch; with a policy, which decides
+in Python how much of each draft to submit, each sequence is drafted by
+its own call.
 """
 
 from collections.abc import Hashable, Sequence
 from typing import TYPE_CHECKING, Any
 
+import numba
 import numpy as np
 
 from ..caches.requests import RequestMemory
 from ..errors import InvalidParameterError, UnknownSequenceError
+from ..rules import suffix as R
 from ..validation import check_int
-from .base import check_new_sequence, flatten_tokens, sync_arguments
+from .base import PARALLEL_FROM, check_new_sequence, flatten_tokens, sync_arguments
 from .suffix import MAX_DRAFT, SuffixDrafter, suffix_drafter
 
 if TYPE_CHECKING:
@@ -41,6 +46,7 @@ class SuffixBatchDrafter:
         self.n_draft = check_int(n_draft, "n_draft", 1, MAX_DRAFT)
         first = suffix_drafter(static, dynamic, n_draft, ngram_min, ngram_max, **options)
         self.static, self.dynamic, self.shared = first.static, first.dynamic, first.shared
+        self._policy = first._policy
         earlier = first.shared or first.dynamic  # every row finishes into the same place
         self._make = lambda: SuffixDrafter(first.static, earlier, n_draft, **options)
         self._spare: list[SuffixDrafter] = [first]
@@ -69,10 +75,19 @@ class SuffixBatchDrafter:
         drafters = self._drafters(seq_ids)
         out = np.zeros((len(drafters), self.n_draft), dtype=np.int32)
         lengths = np.zeros(len(drafters), dtype=np.int32)
-        for i, drafter in enumerate(drafters):
-            d = drafter.draft()
-            out[i, : len(d)] = d
-            lengths[i] = len(d)
+        if self._policy is not None:
+            for i, drafter in enumerate(drafters):
+                d = drafter.draft()
+                out[i, : len(d)] = d
+                lengths[i] = len(d)
+        elif drafters:
+            if (damage := drafters[0]._warmup.damage) is not None:
+                raise damage
+            with self.dynamic.lock:
+                if len(drafters) >= PARALLEL_FROM:
+                    R.draft_rows_parallel(_states(drafters), out, lengths, numba.get_num_threads())
+                else:
+                    R.draft_rows(_states(drafters), out, lengths)
         return out, lengths
 
     def accept(
@@ -84,8 +99,20 @@ class SuffixBatchDrafter:
         """Append each sequence's verified tokens, as BatchDrafter.accept."""
         drafters = self._drafters(seq_ids)
         flat, offsets = flatten_tokens(tokens, lengths, len(drafters))
-        for i, drafter in enumerate(drafters):
-            drafter.accept(flat[offsets[i] : offsets[i + 1]])
+        if self._policy is not None:
+            for i, drafter in enumerate(drafters):
+                drafter.accept(flat[offsets[i] : offsets[i + 1]])
+            return
+        full = np.zeros(len(drafters), dtype=np.bool_)
+        with self.dynamic.lock:
+            if len(drafters) >= PARALLEL_FROM:
+                R.accept_rows_parallel(
+                    _states(drafters), flat, offsets, full, numba.get_num_threads()
+                )
+            else:
+                R.accept_rows(_states(drafters), flat, offsets, full)
+        for i in np.flatnonzero(full):  # grown, then accepted alone
+            drafters[i]._append(flat[offsets[i] : offsets[i + 1]])
 
     def sync(
         self,
@@ -141,3 +168,11 @@ class SuffixBatchDrafter:
         if len(set(map(id, drafters))) != len(drafters):
             raise InvalidParameterError("seq_ids lists a sequence twice: give each id once")
         return drafters
+
+
+def _states(drafters: list[SuffixDrafter]) -> np.ndarray:
+    """The drafters' states as (address, length) pairs, what the batch kernels take."""
+    states = np.empty(2 * len(drafters), dtype=np.int64)
+    states[0::2] = [d._state_address for d in drafters]
+    states[1::2] = R.STATE_WORDS
+    return states

@@ -65,7 +65,7 @@ kernel call with one argument:
 =====  ===========  ==================================================
 """
 
-from numba import njit
+from numba import njit, prange
 
 from ..kernels.chains import MAX_CHAIN, MAX_MATCH, file_positions, longest_match, match_near
 from ..kernels.handles import POSITIONS_N, SIZES, int32s, int64s, positions_at
@@ -223,3 +223,54 @@ def accept_step(st, new):
     file_positions(seq, SIZES, seq_prev, seq_head, n, n + new.shape[0])
     follow(seq, mem, st, new)
     st[N] = seq_h[POSITIONS_N] = n + new.shape[0]
+
+
+@njit(cache=True, nogil=True)
+def _draft_span(states, out, lengths, lo, hi):
+    for i in range(lo, hi):
+        st = int64s(states, 2 * i)
+        d = draft_step(st)
+        out[i, :d] = int32s(st, OUT)[:d]
+        lengths[i] = d
+
+
+@njit(cache=True, nogil=True)
+def draft_rows(states, out, lengths):
+    """``draft_step`` for many sequences in one call: ``states`` holds each one's state as
+    (address, length); row i of out gets sequence i's draft, lengths[i] its count."""
+    _draft_span(states, out, lengths, 0, lengths.shape[0])
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def draft_rows_parallel(states, out, lengths, n_threads):
+    """``draft_rows`` over n_threads threads, a contiguous share of the sequences each."""
+    n = lengths.shape[0]
+    for t in prange(n_threads):
+        _draft_span(states, out, lengths, n * t // n_threads, n * (t + 1) // n_threads)
+
+
+@njit(cache=True, nogil=True)
+def _accept_span(states, flat, offsets, full, lo, hi):
+    for i in range(lo, hi):
+        st = int64s(states, 2 * i)
+        seq, _, _, seq_h = positions_at(st, SEQ_INDEX)
+        new = flat[offsets[i] : offsets[i + 1]]
+        full[i] = seq_h[POSITIONS_N] + new.shape[0] > seq.shape[0]
+        if not full[i]:
+            accept_step(st, new)
+
+
+@njit(cache=True, nogil=True)
+def accept_rows(states, flat, offsets, full):
+    """``accept_step`` for many sequences in one call: sequence i's new tokens are
+    flat[offsets[i]:offsets[i + 1]] (the sequences distinct). A sequence whose index
+    has no room for them is left as it was, and full[i] set: the caller makes room."""
+    _accept_span(states, flat, offsets, full, 0, offsets.shape[0] - 1)
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def accept_rows_parallel(states, flat, offsets, full, n_threads):
+    """``accept_rows`` over n_threads threads, a contiguous share of the sequences each."""
+    n = offsets.shape[0] - 1
+    for t in prange(n_threads):
+        _accept_span(states, flat, offsets, full, n * t // n_threads, n * (t + 1) // n_threads)
