@@ -1,7 +1,7 @@
 """Two checkouts side by side: replay, one Drafter and a BatchDrafter, in fresh processes.
 
     python benchmarks/ab.py --before ../base/src --after src [--rounds 5] [--quick]
-        [--probes replay,drafter,batch,suffix-corpus,suffix-batch]
+        [--probes replay,drafter,batch,suffix-corpus,suffix-batch,suffix-sync]
 
 Each round runs every (variant, probe) pair in a process of its own, the
 variants' order alternating from round to round, so that both see the same
@@ -17,7 +17,9 @@ checkouts must have:
   draft(all) and accept(all, one token each) per step: us per sequence-step;
 * ``suffix-corpus``: as ``drafter``, with ``rules="suffix"`` and the 541 MB
   corpus's suffix file (its warm-up over before the clock starts);
-* ``suffix-batch``: as ``batch``, with ``rules="suffix"`` (no corpus).
+* ``suffix-batch``: as ``batch``, with ``rules="suffix"`` (no corpus);
+* ``suffix-sync``: as ``suffix-batch``, told each step's tokens as vLLM's
+  proposer tells them: ``sync`` with the engine's table of whole sequences.
 
 Each process first runs its probe once untimed (kernel loading; a checkout's
 first process compiles). Results: medians and ranges over rounds,
@@ -44,6 +46,7 @@ PROBES = {
     "batch": "static",
     "suffix-corpus": "suffix",
     "suffix-batch": None,
+    "suffix-sync": None,
 }
 BATCH = 256
 
@@ -53,8 +56,9 @@ def probe(name, corpus_path, tokens_path, quick):
     from ngramdraft import BatchDrafter, Drafter, StaticCache, SuffixCorpus, replay
 
     stream = np.load(tokens_path)
-    if name == "suffix-batch":
-        return _per_row(BatchDrafter(rules="suffix", max_seqs=BATCH), stream, quick)
+    if name in ("suffix-batch", "suffix-sync"):
+        batch = BatchDrafter(rules="suffix", max_seqs=BATCH)
+        return _per_row(batch, stream, quick, sync=name == "suffix-sync")
     if name == "suffix-corpus":
         corpus = SuffixCorpus.open(corpus_path)
         corpus.prefault().wait()
@@ -71,18 +75,24 @@ def probe(name, corpus_path, tokens_path, quick):
     return _per_row(BatchDrafter(static=static, max_seqs=BATCH), stream, quick)
 
 
-def _per_row(batch, stream, quick):
-    """us per sequence-step: draft(all) and accept(all, one token each), BATCH windows."""
+def _per_row(batch, stream, quick, sync=False):
+    """us per sequence-step: draft(all) and accept(all, one token each), BATCH windows;
+    or ``sync``, the windows so far handed over whole."""
     steps = 100 if quick else 400
     ids = list(range(BATCH))
     offsets = np.linspace(0, len(stream) - steps - 200, BATCH).astype(int)
-    for i, at in enumerate(offsets):
-        batch.add(i, stream[at : at + 64])
+    table = np.stack([stream[at : at + 64 + steps] for at in offsets]).astype(np.int32)
+    for i in ids:
+        batch.add(i, table[i, :64])
     timed = 0.0
     for step in range(steps):
+        lengths = np.full(BATCH, 64 + step + 1)
         t0 = time.perf_counter()
         batch.draft(ids)
-        batch.accept(ids, [[int(stream[at + 64 + step])] for at in offsets])
+        if sync:
+            batch.sync(ids, table, lengths)
+        else:
+            batch.accept(ids, [[int(token)] for token in table[:, 64 + step]])
         if step >= 10:  # the first steps load the kernels
             timed += time.perf_counter() - t0
     return 1e6 * timed / ((steps - 10) * BATCH)
@@ -191,6 +201,7 @@ def main():
         "batch": f"us per sequence-step ({BATCH} sequences)",
         "suffix-corpus": "us per draft()+accept()",
         "suffix-batch": f"us per sequence-step ({BATCH} sequences)",
+        "suffix-sync": f"us per sequence-step ({BATCH} sequences)",
     }
     lines = [
         f"# A/B: {variants['before']} vs {variants['after']}",

@@ -196,6 +196,14 @@ def test_bad_arguments_get_named_errors():
     d.check_vocabulary(70001)
 
 
+def _table(sequences):
+    """An engine's token table: row i holds sequences[i], then zeros; and the lengths."""
+    table = np.zeros((len(sequences), max(map(len, sequences))), dtype=np.int32)
+    for row, held in zip(table, sequences, strict=True):
+        row[: len(held)] = held
+    return table, [len(held) for held in sequences]
+
+
 # one thread, the machine's threads, and a policy (each row drafted by its own call)
 @pytest.mark.parametrize(("rows", "costs"), [(4, None), (PARALLEL_FROM + 8, None), (4, 1.3)])
 def test_batch_drafts_as_one_drafter_per_sequence(rows, costs):
@@ -217,18 +225,20 @@ def test_batch_drafts_as_one_drafter_per_sequence(rows, costs):
         for i, row, n in zip(ids, tokens, lengths, strict=True):
             assert row[:n].tolist() == singles[i].draft().tolist()
         new = [rng.integers(0, 12, int(rng.integers(1, 4))).tolist() for _ in ids]
-        if step == 20:  # more than a row's index holds: it grows in the middle of a batch
-            new[1] = rng.integers(0, 12, 900).tolist()
-        batch.accept(ids, new)
+        if step in (20, 31):  # more than a row's index holds: it grows in the middle of a batch
+            new[step % 3] = rng.integers(0, 12, 900).tolist()
+        if step % 2:  # told the whole sequences, as an engine hands them over
+            whole = [singles[i].tokens.tolist() + t for i, t in zip(ids, new, strict=True)]
+            table, lengths = _table(whole)
+            assert not batch.sync(ids, table, lengths).any()
+        else:
+            batch.accept(ids, new)
         for i, t in zip(ids, new, strict=True):
             singles[i].accept(t)
     assert drafted > 0
-    table = np.zeros((rows, 1400), dtype=np.int32)
-    for r, i in enumerate(ids):
-        held = singles[i].tokens
-        table[r, : len(held)] = held
-    lengths = [len(singles[i].tokens) for i in ids]
+    table, lengths = _table([singles[i].tokens.tolist() for i in ids])
     assert not batch.sync(ids, table, lengths).any()
+    assert all(np.array_equal(batch.tokens(i), singles[i].tokens) for i in ids)
     table[0, 0] += 1
     assert batch.sync(ids, table, lengths).tolist() == [True] + [False] * (rows - 1)
     batch.finish(0)

@@ -27,6 +27,7 @@ so drafter and replay run the one draft step of ``rules/llamacpp.py``.
 import numpy as np
 from numba import njit, prange
 
+from ..kernels.extends import extends
 from ..kernels.frozen import empty_frozen
 from ..kernels.handles import frozen_at, frozen_handle, int32s, table_at
 from ..kernels.table import update_from
@@ -214,28 +215,13 @@ def accept_rows_parallel(states, rows, tokens, offsets, status, n_threads):
         _accept_span(states, rows, tokens, offsets, status, lo, hi)
 
 
-@njit(cache=True, inline="always")
-def _extends(seq, n, row, m):
-    """Whether row[:m] starts with seq[:n] and its other ids are all >= 0."""
-    if m < n:
-        return False
-    # Branch-free reductions that LLVM vectorizes: most rows do match.
-    differ = np.int32(0)
-    for j in range(n):
-        differ |= seq[j] ^ row[j]
-    sign = np.int32(0)
-    for j in range(n, m):
-        sign |= row[j]
-    return differ == 0 and sign >= 0
-
-
 @njit(cache=True, nogil=True)
 def _sync_span(states, rows, token_ids, sources, lengths, status, lo, hi):
     for i in range(lo, hi):
         state = states[rows[i]]
         n, m = state[N], lengths[i]
         row = token_ids[sources[i]]
-        if not _extends(int32s(state, SEQ), n, row, m):
+        if not extends(int32s(state, SEQ), n, row, m):
             status[i] = MISMATCH
         elif m == n:
             status[i] = -1
@@ -251,9 +237,8 @@ def sync_rows(states, rows, token_ids, sources, lengths, status):
 
     A row that extends its state's sequence has its new tokens accepted
     (status as accept_rows); one that does not, or whose new tokens include a
-    negative id, gets MISMATCH and its state is left as it was. The known
-    prefix is compared whole: rows that carry no identity but their content
-    have no cheaper exact test.
+    negative id, gets MISMATCH and its state is left as it was
+    (``kernels/extends.py``).
     """
     _sync_span(states, rows, token_ids, sources, lengths, status, 0, rows.shape[0])
 

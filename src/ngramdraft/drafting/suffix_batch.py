@@ -103,15 +103,14 @@ class SuffixBatchDrafter:
             for i, drafter in enumerate(drafters):
                 drafter.accept(flat[offsets[i] : offsets[i + 1]])
             return
-        full = np.zeros(len(drafters), dtype=np.bool_)
+        status = np.zeros(len(drafters), dtype=np.int64)
         with self.dynamic.lock:
             if len(drafters) >= PARALLEL_FROM:
-                R.accept_rows_parallel(
-                    _states(drafters), flat, offsets, full, numba.get_num_threads()
-                )
+                args = (_states(drafters), flat, offsets, status)
+                R.accept_rows_parallel(*args, numba.get_num_threads())
             else:
-                R.accept_rows(_states(drafters), flat, offsets, full)
-        for i in np.flatnonzero(full):  # grown, then accepted alone
+                R.accept_rows(_states(drafters), flat, offsets, status)
+        for i in np.flatnonzero(status == R.NEED_ROOM):  # grown, then accepted alone
             drafters[i]._append(flat[offsets[i] : offsets[i + 1]])
 
     def sync(
@@ -124,19 +123,23 @@ class SuffixBatchDrafter:
         """Follow sequences an engine hands over whole, as BatchDrafter.sync."""
         drafters = self._drafters(seq_ids)
         token_ids, lengths, rows = sync_arguments(len(drafters), token_ids, lengths, rows)
-        mismatch = np.zeros(len(drafters), dtype=bool)
-        for i, drafter in enumerate(drafters):
-            row = token_ids[rows[i], : lengths[i]]
-            n = drafter._n
-            if (
-                len(row) < n
-                or row.min(initial=0) < 0
-                or not np.array_equal(row[:n], drafter.tokens)
-            ):
-                mismatch[i] = True
-            elif len(row) > n:
-                drafter.accept(row[n:])
-        return mismatch
+        # With a policy, which is told each sequence's tokens in Python, the
+        # kernel only compares; the drafters accept.
+        accept = self._policy is None
+        status = np.zeros(len(drafters), dtype=np.int64)
+        with self.dynamic.lock:
+            args = (_states(drafters), token_ids, rows, lengths, accept, status)
+            if len(drafters) >= PARALLEL_FROM:
+                R.sync_rows_parallel(*args, numba.get_num_threads())
+            else:
+                R.sync_rows(*args)
+        for i in np.flatnonzero(status == (R.NEED_ROOM if accept else R.DONE)):
+            new = token_ids[rows[i], drafters[i]._n : lengths[i]]
+            if accept:  # grown, then accepted alone
+                drafters[i]._append(new)
+            elif len(new):
+                drafters[i].accept(new)
+        return status == R.MISMATCH
 
     def rewind(self, seq_id: Hashable, n: int) -> None:
         """Remove sequence ``seq_id``'s last n tokens, as Drafter.rewind."""
