@@ -1,7 +1,7 @@
 """Two checkouts side by side: replay, one Drafter and a BatchDrafter, in fresh processes.
 
     python benchmarks/ab.py --before ../base/src --after src [--rounds 5] [--quick]
-        [--probes replay,drafter,batch,suffix-corpus,suffix-batch,suffix-sync]
+        [--probes replay,drafter,batch,suffix-corpus,suffix-batch,suffix-sync,suffix-replay]
 
 Each round runs every (variant, probe) pair in a process of its own, the
 variants' order alternating from round to round, so that both see the same
@@ -19,7 +19,9 @@ checkouts must have:
   corpus's suffix file (its warm-up over before the clock starts);
 * ``suffix-batch``: as ``batch``, with ``rules="suffix"`` (no corpus);
 * ``suffix-sync``: as ``suffix-batch``, told each step's tokens as vLLM's
-  proposer tells them: ``sync`` with the engine's table of whole sequences.
+  proposer tells them: ``sync`` with the engine's table of whole sequences;
+* ``suffix-replay``: ``replay --rules suffix`` over the stream (n_ctx 4096,
+  n_draft 8, no corpus): us per replayed token (replay's own clock).
 
 Each process first runs its probe once untimed (kernel loading; a checkout's
 first process compiles). Results: medians and ranges over rounds,
@@ -47,6 +49,7 @@ PROBES = {
     "suffix-corpus": "suffix",
     "suffix-batch": None,
     "suffix-sync": None,
+    "suffix-replay": None,
 }
 BATCH = 256
 
@@ -56,6 +59,12 @@ def probe(name, corpus_path, tokens_path, quick):
     from ngramdraft import BatchDrafter, Drafter, StaticCache, SuffixCorpus, replay
 
     stream = np.load(tokens_path)
+    if name == "suffix-replay":  # what `replay --rules suffix` calls
+        from ngramdraft.drafting.replay import replay_suffix
+
+        n = 20_000 if quick else len(stream)
+        result = replay_suffix(stream[:n], 4096, 8)
+        return result.t_draft_ms * 1000 / result.n_predict
     if name in ("suffix-batch", "suffix-sync"):
         batch = BatchDrafter(rules="suffix", max_seqs=BATCH)
         return _per_row(batch, stream, quick, sync=name == "suffix-sync")
@@ -202,6 +211,7 @@ def main():
         "suffix-corpus": "us per draft()+accept()",
         "suffix-batch": f"us per sequence-step ({BATCH} sequences)",
         "suffix-sync": f"us per sequence-step ({BATCH} sequences)",
+        "suffix-replay": "us per replayed token",
     }
     lines = [
         f"# A/B: {variants['before']} vs {variants['after']}",

@@ -68,3 +68,4 @@ def test_ab_times_the_suffix_rules(tmp_path):
     assert ab.probe("suffix-corpus", tmp_path / "c.ngd", stream, quick=True) > 0
     assert ab.probe("suffix-batch", "-", stream, quick=True) > 0
     assert ab.probe("suffix-sync", "-", stream, quick=True) > 0
+    assert ab.probe("suffix-replay", "-", stream, quick=True) > 0

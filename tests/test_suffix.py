@@ -10,6 +10,7 @@ from ngramdraft.caches.positions import MAX_MATCH, PositionIndex
 from ngramdraft.caches.requests import RequestMemory
 from ngramdraft.drafting.base import PARALLEL_FROM
 from ngramdraft.drafting.policy import CostAwareLength
+from ngramdraft.drafting.replay import replay_suffix
 from ngramdraft.drafting.suffix import SuffixDrafter
 from suffix_reference import Reference
 
@@ -243,6 +244,38 @@ def test_batch_drafts_as_one_drafter_per_sequence(rows, costs):
     assert batch.sync(ids, table, lengths).tolist() == [True] + [False] * (rows - 1)
     batch.finish(0)
     assert 0 not in batch and len(batch) == rows - 1
+
+
+def _replayed_by_calls(stream, n_ctx, n_draft):
+    """replay_suffix's protocol, one Drafter call at a time: (calls, drafted, accepted, dump)."""
+    drafter, dump, counts = SuffixDrafter(n_draft=n_draft), [], [0, 0, 0]
+    for start in range(0, len(stream) - n_ctx, n_ctx):
+        chunk, n_out = stream[start : start + n_ctx], 1
+        drafter.start(chunk[:1])
+        while n_out < n_ctx:
+            draft = drafter.draft().tolist()
+            dump += [start, n_out, len(draft), *draft]
+            accepted = 0
+            for token, true in zip(draft, chunk[n_out:], strict=False):
+                if token != true:
+                    break
+                accepted += 1
+            counts = [counts[0] + 1, counts[1] + len(draft), counts[2] + accepted]
+            step = chunk[n_out : n_out + accepted + 1]
+            drafter.accept(step)
+            n_out += len(step)
+        drafter.finish()
+    return (*counts, dump)
+
+
+def test_replay_is_what_the_drafter_calls_give():
+    rng = np.random.default_rng(8)
+    base = rng.integers(0, 40, 500)
+    stream = np.concatenate([base, rng.integers(0, 40, 100), base[:300], base]).astype(np.int32)
+    got = replay_suffix(stream, 256, 6, dump=True)
+    calls, drafted, accepted, dump = _replayed_by_calls(stream, 256, 6)
+    assert (got.n_calls, got.n_drafted, got.n_accept) == (calls, drafted, accepted)
+    assert got.dump.tolist() == dump and accepted > 200
 
 
 def test_replay_cli_takes_the_suffix_rules(cli, tmp_path):

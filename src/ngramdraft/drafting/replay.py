@@ -9,7 +9,7 @@ into the dynamic cache, which upstream does not time either.
 
 The chunk loop is one numba kernel (:func:`replay_chunk`) over a drafter's
 state (``drafting/state.py``), drafting with the same draft step a Drafter
-does.
+does; the suffix rules' (:func:`replay_suffix_chunk`) over a SuffixDrafter's.
 """
 
 import os
@@ -29,6 +29,7 @@ from ..kernels import table as T
 from ..kernels.frozen import CORRUPT
 from ..kernels.handles import frozen_at, int32s, table_at
 from ..progress import Progress
+from ..rules import suffix as R
 from ..rules.llamacpp import NGRAM_MAX, NGRAM_MIN, draft_step, prefetch_step
 from ..validation import check_int
 from . import state as S
@@ -193,8 +194,8 @@ def replay_suffix(
     earlier requests and keeps the chunks; a path is saved at the end.
 
     A chunk is one SuffixDrafter sequence, finished into the drafter's
-    earlier requests as replay merges a chunk into the dynamic cache. One
-    call per draft and one per step's accepted tokens, from Python.
+    earlier requests as replay merges a chunk into the dynamic cache; a
+    chunk's steps are one kernel call (:func:`replay_suffix_chunk`).
     """
     seq = tokens_of(tokens)
     n_ctx = check_int(n_ctx, "n_ctx", 2)
@@ -202,43 +203,38 @@ def replay_suffix(
     t0 = time.perf_counter()
     drafter = SuffixDrafter(static, dynamic, n_draft=n_draft)
     t_load = time.perf_counter() - t0
+    counters = np.zeros(4, dtype=np.int64)
     drafter.start(seq[:1])  # loads the kernels, apart from the clock that times drafting
-    drafter.draft()
+    replay_suffix_chunk(drafter._st, seq[:1], 0, np.zeros(0, np.int32), counters)
     t_startup = time.perf_counter() - t0 - t_load
     starts = _chunk_starts(len(seq), n_ctx)
-    counts = [0, 0, 0]  # calls, drafted, accepted
     dumps: list[np.ndarray] = []
+    size = max(2, min(n_ctx, len(seq)))
+    chunk_dump = np.zeros(dump_capacity(size, n_draft) if dump else 0, dtype=np.int32)
     t_draft = 0.0
     with Progress("replay", len(starts) * n_ctx, " tok", quiet=quiet) as progress:
         for start in starts:
             chunk = seq[start : start + n_ctx]
             t1 = time.perf_counter()
             drafter.start(chunk[:1])
-            n_out = 1
-            while n_out < n_ctx:
-                draft = drafter.draft()
-                m = min(len(draft), n_ctx - n_out)
-                right = draft[:m] == chunk[n_out : n_out + m]
-                accepted = m if right.all() else int(np.argmin(right))
-                counts[0] += 1
-                counts[1] += len(draft)
-                counts[2] += accepted
-                if dump:
-                    dumps.append(np.array([start, n_out, len(draft), *draft], dtype=np.int32))
-                step = chunk[n_out : min(n_out + accepted + 1, n_ctx)]
-                drafter.accept(step)
-                n_out += len(step)
+            drafter._index.reserve(len(chunk))
+            counters[3] = 0
+            with drafter.dynamic.lock:
+                replay_suffix_chunk(drafter._st, chunk, start, chunk_dump, counters)
             drafter.finish()
             t_draft += time.perf_counter() - t1
+            if dump:
+                dumps.append(chunk_dump[: counters[3]].copy())
             progress.update(n_ctx)
+    drafter._warmup.wait()  # figures drafted from a damaged file are not reported
     drafter.flush()
     return ReplayResult(
         n_ctx=n_ctx,
         n_draft=n_draft,
         n_predict=len(starts) * n_ctx,
-        n_calls=counts[0],
-        n_drafted=counts[1],
-        n_accept=counts[2],
+        n_calls=int(counters[0]),
+        n_drafted=int(counters[1]),
+        n_accept=int(counters[2]),
         t_draft_ms=1000 * t_draft,
         t_load_ms=1000 * t_load,
         t_startup_ms=1000 * t_startup,
@@ -337,16 +333,7 @@ def _replay_loop(
         if d == CORRUPT:
             return CORRUPT
         tail = min(n_out, NGRAM_MAX)
-        counters[0] += 1
-        counters[1] += d
-        if dump.shape[0] > 0:
-            p = counters[3]
-            dump[p] = chunk_start
-            dump[p + 1] = n_out
-            dump[p + 2] = d
-            for j in range(d):
-                dump[p + 3 + j] = buf[tail + j]
-            counters[3] = p + 3 + d
+        _count_call(counters, dump, chunk_start, n_out, buf, tail, d)
         accepted = 0
         while accepted < d and n_out < n_ctx and buf[tail + accepted] == chunk[n_out]:
             accepted += 1
@@ -364,6 +351,53 @@ def _replay_loop(
             if status != T.OK:
                 return status
     return T.OK
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _count_call(
+    counters: np.ndarray,
+    dump: np.ndarray,
+    chunk_start: int,
+    n_out: int,
+    buf: np.ndarray,
+    at: int,
+    d: int,
+) -> None:
+    """Count a call that drafted buf[at:at+d] (counters: calls, drafted, accepted, dump words
+    used) and, when dump is not empty, record it there: `chunk_start position n tokens...`."""
+    counters[0] += 1
+    counters[1] += d
+    if dump.shape[0] > 0:
+        p = counters[3]
+        dump[p] = chunk_start
+        dump[p + 1] = n_out
+        dump[p + 2] = d
+        for j in range(d):  # no slices: replay_chunk's loop runs without numba's runtime
+            dump[p + 3 + j] = buf[at + j]
+        counters[3] = p + 3 + d
+
+
+@njit(cache=True, nogil=True)
+def replay_suffix_chunk(
+    st: np.ndarray, chunk: np.ndarray, chunk_start: int, dump: np.ndarray, counters: np.ndarray
+) -> None:
+    """``replay_chunk`` by the suffix rules: ``st`` is a SuffixDrafter's state, its
+    sequence started with the chunk's first token and with room for the whole chunk."""
+    n_ctx = chunk.shape[0]
+    out = int32s(st, R.OUT)
+    n_out = 1
+    while n_out < n_ctx:
+        d = R.draft_step(st)
+        _count_call(counters, dump, chunk_start, n_out, out, 0, d)
+        accepted = 0
+        while (
+            accepted < d and n_out + accepted < n_ctx and out[accepted] == chunk[n_out + accepted]
+        ):
+            accepted += 1
+        counters[2] += accepted
+        step = min(n_out + accepted + 1, n_ctx)
+        R.accept_step(st, chunk[n_out:step])
+        n_out = step
 
 
 def dump_capacity(n_ctx: int, n_draft: int) -> int:
