@@ -229,11 +229,12 @@ def draft(text, sa, buckets, pattern, pn, params, last, out):
     occurrences sit together sorted by that token, so one holding half of
     them or more holds the middle one (of an odd count; one of the middle
     two of an even count, the first if both qualify, as the smaller id): two
-    lookups and two binary searches per drafted token. A token that does not
-    reach ``(need - 1) // 2`` positions either side of the middle holds fewer
-    than ``need``, and is turned down by two more lookups instead (on prose,
-    where most are, that halves the continuation's reads). The depth the
-    array is sorted to bounds the draft. ``last``: the sequence's previous search
+    lookups and two binary searches per drafted token. A run of ``need``
+    through the middle reaches ``reach = (need - 1) // 2`` positions before
+    it or as many after it, so a token found at neither place holds fewer,
+    and is turned down by those two lookups instead (on prose, where most
+    are, that halves the continuation's reads). The depth the array is
+    sorted to bounds the draft. ``last``: the sequence's previous search
     (``match``).
     """
     length, lo, hi = match(text, sa, buckets, pattern, pn, params[MIN_MATCH], last)
