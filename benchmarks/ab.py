@@ -5,7 +5,8 @@
 
 Each round runs every (variant, probe) pair in a process of its own, the
 variants' order alternating from round to round, so that both see the same
-hours of a shared machine. The probes use only the public API, which both
+hours of a shared machine. The probes use only the public API (and, for
+``suffix-replay``, the function ``replay --rules suffix`` calls), which both
 checkouts must have:
 
 * ``replay``: lookup-stats over the 200k-token held-out Gutenberg stream
