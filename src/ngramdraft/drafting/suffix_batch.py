@@ -4,12 +4,12 @@ The interface is :class:`~ngramdraft.BatchDrafter`'s, and the drafts are
 those of one :class:`~ngramdraft.drafting.suffix.SuffixDrafter` per
 sequence, all sharing one :class:`~ngramdraft.caches.requests.RequestMemory`
 and one corpus (:class:`~ngramdraft.caches.corpus.SuffixCorpus`), if given.
-A draft or an accept of every sequence asked for is one kernel call
-(``rules/suffix.draft_rows``, ``accept_rows``), which takes each sequence's
-state by its address, over the machine's threads from ``PARALLEL_FROM``
-sequences on, as the llama.cpp rules' batch; with a policy, which decides
-in Python how much of each draft to submit, each sequence is drafted by
-its own call.
+A draft, an accept or a sync of every sequence asked for is one kernel call
+(``drafting/suffix_rows.py``: the rules' step for each sequence's state,
+taken by its address), over the machine's threads from ``PARALLEL_FROM``
+sequences on, as the llama.cpp rules' batch; with a policy, which decides in
+Python how much of each draft to submit and is told each sequence's tokens,
+each sequence is drafted and told by its own call.
 """
 
 from collections.abc import Hashable, Sequence
@@ -24,6 +24,17 @@ from ..rules import suffix as R
 from ..validation import check_int
 from .base import PARALLEL_FROM, check_new_sequence, flatten_tokens, sync_arguments
 from .suffix import MAX_DRAFT, SuffixDrafter, suffix_drafter
+from .suffix_rows import (
+    DONE,
+    MISMATCH,
+    NEED_ROOM,
+    accept_rows,
+    accept_rows_parallel,
+    draft_rows,
+    draft_rows_parallel,
+    sync_rows,
+    sync_rows_parallel,
+)
 
 if TYPE_CHECKING:
     from numpy.typing import ArrayLike
@@ -46,7 +57,8 @@ class SuffixBatchDrafter:
         self.n_draft = check_int(n_draft, "n_draft", 1, MAX_DRAFT)
         first = suffix_drafter(static, dynamic, n_draft, ngram_min, ngram_max, **options)
         self.static, self.dynamic, self.shared = first.static, first.dynamic, first.shared
-        self._policy = first._policy
+        # A policy decides in Python what each draft submits: then each row is its own call.
+        self._per_row = first._policy is not None
         earlier = first.shared or first.dynamic  # every row finishes into the same place
         self._make = lambda: SuffixDrafter(first.static, earlier, n_draft, **options)
         self._spare: list[SuffixDrafter] = [first]
@@ -75,7 +87,7 @@ class SuffixBatchDrafter:
         drafters = self._drafters(seq_ids)
         out = np.zeros((len(drafters), self.n_draft), dtype=np.int32)
         lengths = np.zeros(len(drafters), dtype=np.int32)
-        if self._policy is not None:
+        if self._per_row:
             for i, drafter in enumerate(drafters):
                 d = drafter.draft()
                 out[i, : len(d)] = d
@@ -85,9 +97,9 @@ class SuffixBatchDrafter:
                 raise damage
             with self.dynamic.lock:
                 if len(drafters) >= PARALLEL_FROM:
-                    R.draft_rows_parallel(_states(drafters), out, lengths, numba.get_num_threads())
+                    draft_rows_parallel(_states(drafters), out, lengths, numba.get_num_threads())
                 else:
-                    R.draft_rows(_states(drafters), out, lengths)
+                    draft_rows(_states(drafters), out, lengths)
         return out, lengths
 
     def accept(
@@ -99,18 +111,18 @@ class SuffixBatchDrafter:
         """Append each sequence's verified tokens, as BatchDrafter.accept."""
         drafters = self._drafters(seq_ids)
         flat, offsets = flatten_tokens(tokens, lengths, len(drafters))
-        if self._policy is not None:
+        if self._per_row:
             for i, drafter in enumerate(drafters):
                 drafter.accept(flat[offsets[i] : offsets[i + 1]])
             return
         status = np.zeros(len(drafters), dtype=np.int64)
         with self.dynamic.lock:
+            args = (_states(drafters), flat, offsets, status)
             if len(drafters) >= PARALLEL_FROM:
-                args = (_states(drafters), flat, offsets, status)
-                R.accept_rows_parallel(*args, numba.get_num_threads())
+                accept_rows_parallel(*args, numba.get_num_threads())
             else:
-                R.accept_rows(_states(drafters), flat, offsets, status)
-        for i in np.flatnonzero(status == R.NEED_ROOM):  # grown, then accepted alone
+                accept_rows(*args)
+        for i in np.flatnonzero(status == NEED_ROOM):  # grown, then accepted alone
             drafters[i]._append(flat[offsets[i] : offsets[i + 1]])
 
     def sync(
@@ -123,23 +135,20 @@ class SuffixBatchDrafter:
         """Follow sequences an engine hands over whole, as BatchDrafter.sync."""
         drafters = self._drafters(seq_ids)
         token_ids, lengths, rows = sync_arguments(len(drafters), token_ids, lengths, rows)
-        # With a policy, which is told each sequence's tokens in Python, the
-        # kernel only compares; the drafters accept.
-        accept = self._policy is None
         status = np.zeros(len(drafters), dtype=np.int64)
-        with self.dynamic.lock:
-            args = (_states(drafters), token_ids, rows, lengths, accept, status)
+        with self.dynamic.lock:  # per row, the kernel only compares; the drafters accept
+            args = (_states(drafters), token_ids, rows, lengths, not self._per_row, status)
             if len(drafters) >= PARALLEL_FROM:
-                R.sync_rows_parallel(*args, numba.get_num_threads())
+                sync_rows_parallel(*args, numba.get_num_threads())
             else:
-                R.sync_rows(*args)
-        for i in np.flatnonzero(status == (R.NEED_ROOM if accept else R.DONE)):
+                sync_rows(*args)
+        for i in np.flatnonzero(status == (DONE if self._per_row else NEED_ROOM)):
             new = token_ids[rows[i], drafters[i]._n : lengths[i]]
-            if accept:  # grown, then accepted alone
+            if not self._per_row:  # grown, then accepted alone
                 drafters[i]._append(new)
             elif len(new):
                 drafters[i].accept(new)
-        return status == R.MISMATCH
+        return status == MISMATCH
 
     def rewind(self, seq_id: Hashable, n: int) -> None:
         """Remove sequence ``seq_id``'s last n tokens, as Drafter.rewind."""

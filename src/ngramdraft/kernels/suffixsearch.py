@@ -43,16 +43,11 @@ def _compare(text, p, pattern, s, length):
     return 0
 
 
-@njit(cache=True, nogil=True)
-def _first(text, sa, pattern, s, length, lo, hi, bound):
-    """The first i in [lo, hi) whose suffix sorts after pattern[s:s+length] (bound 1), or
-    does not sort before it (bound 0); hi if none."""
-    return _bounds(text, sa, pattern, s, length, lo, hi, bound)[0]
-
-
 @njit(cache=True, nogil=True, inline="always")
 def _bounds(text, sa, pattern, s, length, lo, hi, bound):
-    """``_first``, and the first i it saw whose suffix sorts after the pattern (hi if none).
+    """(the first i in [lo, hi) whose suffix sorts after pattern[s:s+length] (bound 1), or
+    does not sort before it (bound 0), hi if none; the first i it saw whose suffix sorts
+    after the pattern, hi if none).
 
     With bound 0 the second is a limit for the search of where the pattern's
     suffixes end: those two searches share their first steps, until one step
@@ -90,7 +85,7 @@ def find(text, sa, buckets, pattern, s, length):
     """(lo, hi): the suffixes that start with pattern[s:s+length] are sa[lo:hi]."""
     lo, hi = _bucket(buckets, sa.shape[0], pattern[s])
     lo, hi = _bounds(text, sa, pattern, s, length, lo, hi, 0)
-    return lo, _first(text, sa, pattern, s, length, lo, hi, 1)
+    return lo, _bounds(text, sa, pattern, s, length, lo, hi, 1)[0]
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -153,7 +148,7 @@ def _longest(text, sa, buckets, pattern, pn, floor, ceiling, guess):
             bad = mid
         else:
             good, lo, end = mid, i, e
-    return good, lo, _first(text, sa, pattern, pn - good, good, lo, end, 1)
+    return good, lo, _bounds(text, sa, pattern, pn - good, good, lo, end, 1)[0]
 
 
 @njit(cache=True, nogil=True, inline="always")
