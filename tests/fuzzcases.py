@@ -54,7 +54,7 @@ U64_FIELDS = tuple(range(28, 96, 8)) + tuple(
 def make_bases(directory):
     """The base files of a fuzz run, built from one seeded stream."""
     rng = np.random.default_rng(7)
-    stream = np.concatenate([rng.integers(0, 40, 1500), np.tile(np.arange(40, 60), 40)])
+    stream = np.concatenate([rng.integers(0, 40, 1500), np.tile(np.arange(40, 60), 80)])
     stream = stream.astype(np.int32)
     directory = Path(directory)
     StaticCache.build(stream, directory / KINDS["static"])

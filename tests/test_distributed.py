@@ -19,7 +19,7 @@ import pytest
 
 distributed = pytest.importorskip("distributed")
 
-from ngramdraft import StaticCache  # noqa: E402
+from ngramdraft import StaticCache, SuffixCorpus  # noqa: E402
 from ngramdraft.build import distributed as D  # noqa: E402
 from ngramdraft.build.corpus import Corpus  # noqa: E402
 from ngramdraft.build.counting import CacheTriples  # noqa: E402
@@ -219,6 +219,7 @@ def test_suffix_files_sorted_on_workers_are_the_single_machine_file(client, tmp_
         sort_shards=D.sort_shards_on(client),
     )
     assert (tmp_path / "dist.ngd").read_bytes() == (tmp_path / "single.ngd").read_bytes()
+    assert len(SuffixCorpus.open(tmp_path / "dist.ngd").grams)  # the n-gram index too
 
 
 def test_the_suffix_command_line_on_a_local_cluster(cli, tmp_path):

@@ -76,6 +76,8 @@ CASES = {
     "suffix-unsorted.ngd": (SUFFIX_DEEP, CorruptFileError, "out of order"),
     "suffix-outside.ngd": (SUFFIX_DEEP, CorruptFileError, "points outside the corpus"),
     "suffix-buckets-lie.ngd": (SUFFIX_DEEP, CorruptFileError, "buckets disagree"),
+    "suffix-grams-lie.ngd": (SUFFIX_DEEP, CorruptFileError, "n-gram index disagrees"),
+    "suffix-grams-size.ngd": (SUFFIX, CorruptFileError, "grams section is"),
     "requests-bitflip.ngd": (REQUESTS, ChecksumError, "tokens section"),
     "requests-unended.ngd": (REQUESTS, CorruptFileError, "each ended by -1"),
 }

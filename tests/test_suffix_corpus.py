@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from hostile.mutations import forge, section
+from hostile.mutations import forge, rehash, section
 from ngramdraft import (
     BatchDrafter,
     ChecksumError,
@@ -21,7 +21,8 @@ from ngramdraft.build.suffixes import build_suffixes
 from ngramdraft.caches.corpus import SuffixCorpus
 from ngramdraft.cli import main as cli_main
 from ngramdraft.drafting.suffix import corpus_params
-from ngramdraft.files.ngd import KIND_SUFFIX
+from ngramdraft.files.ngd import KIND_SUFFIX, SLOTS
+from ngramdraft.kernels import gramindex
 from ngramdraft.kernels import suffixsearch as S
 from ngramdraft.kernels.suffixsort import DEPTH, first_out_of_order, sort_shard
 from ngramdraft.rules import suffix as R
@@ -108,7 +109,9 @@ def test_search_and_draft_match_brute_force(tmp_path, seed):
             at = int(rng.integers(0, 500))
             pattern = np.concatenate([pattern[:5], np.maximum(tokens[at : at + 70], 0)])
         pn = len(pattern)
-        length, lo, hi = S.longest(corpus.text, corpus.sa, corpus.buckets, pattern, pn, 1, DEPTH)
+        length, lo, hi = S.longest(
+            corpus.text, corpus.sa, corpus.buckets, corpus.grams, pattern, pn, 1, DEPTH
+        )
         if length:
             ends = [i for i in range(len(tokens)) if _occurs(tokens, i, pattern[pn - length :])]
             assert hi - lo == len(ends) and sorted(corpus.sa[lo:hi].tolist()) == ends
@@ -116,8 +119,63 @@ def test_search_and_draft_match_brute_force(tmp_path, seed):
             longer = pattern[pn - length - 1 :]
             assert not any(_occurs(tokens, i, longer) for i in range(len(tokens)))
         fresh = np.array([-1, 0, 0, 0], dtype=np.int64)  # no previous search
-        d = S.draft(corpus.text, corpus.sa, corpus.buckets, pattern, pn, params, fresh, out)
+        d = S.draft(
+            corpus.text, corpus.sa, corpus.buckets, corpus.grams, pattern, pn, params, fresh, out
+        )
         assert out[:d].tolist() == corpus_draft(tokens, pattern, 8, 2, 2, share, DEPTH)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_index_holds_each_frequent_ngram_with_its_range(tmp_path, seed):
+    rng = np.random.default_rng(seed)
+    tokens = corpus_stream(rng, 3000, int(rng.choice([3, 4])), separators=0.02)
+    corpus = SuffixCorpus.open(_built(tmp_path, tokens))
+    n, grams = len(tokens), corpus.grams
+    held = 0
+    for m in gramindex.GRAMS:
+        counts = {}
+        for i in range(n - m + 1):
+            gram = tuple(tokens[i : i + m].tolist())
+            if min(gram) >= 0:
+                counts[gram] = counts.get(gram, 0) + 1
+        for gram, count in counts.items():
+            a, b, c = (*gram, -1)[:3]
+            pattern = np.array(gram, dtype=np.int32)
+            if count >= gramindex.MIN_COUNT:
+                held += 1
+                assert gramindex.lookup(grams, n, a, b, c) == S.find(
+                    *_unindexed(corpus), pattern, 0, m
+                )
+            else:
+                assert gramindex.lookup(grams, n, a, b, c) == (-1, -1)
+    assert held > 0 and len(grams) >= 2 * held and len(grams) & (len(grams) - 1) == 0
+    assert (grams[:, 0] != 0).sum() == held
+
+
+def _unindexed(corpus):
+    return corpus.text, corpus.sa, corpus.buckets, np.zeros((0, 2), dtype=np.int64)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_index_changes_no_search(tmp_path, seed):
+    """The same match, range, draft and next search with the index as without it."""
+    rng = np.random.default_rng(seed)
+    tokens = corpus_stream(rng, 4000, 3, separators=0.01)
+    corpus = SuffixCorpus.open(_built(tmp_path, tokens))
+    assert len(corpus.grams)
+    params = np.array([corpus.max_token, 2, 2, 50], dtype=np.int64)
+    indexed = (corpus.text, corpus.sa, corpus.buckets, corpus.grams)
+    sequence = np.maximum(tokens[rng.integers(0, 3000) :][:600], 0).copy()
+    sequence[rng.random(len(sequence)) < 0.1] = 2  # drifting off the corpus now and then
+    last = [np.array([-1, 0, 0, 0], dtype=np.int64) for _ in range(2)]
+    out = [np.zeros(8, dtype=np.int32) for _ in range(2)]
+    for pn in range(1, len(sequence)):
+        d = [
+            S.draft(*args, sequence, pn, params, last[i], out[i])
+            for i, args in enumerate((indexed, _unindexed(corpus)))
+        ]
+        assert d[0] == d[1] and out[0][: d[0]].tolist() == out[1][: d[1]].tolist()
+        assert last[0].tolist() == last[1].tolist()
 
 
 def test_a_continuation_holding_half_may_sit_above_the_middle(tmp_path):
@@ -127,7 +185,9 @@ def test_a_continuation_holding_half_may_sit_above_the_middle(tmp_path):
     params = np.array([corpus.max_token, 2, 2, 50], dtype=np.int64)
     pattern, out = np.array([5, 6], dtype=np.int32), np.zeros(4, dtype=np.int32)
     fresh = np.array([-1, 0, 0, 0], dtype=np.int64)
-    d = S.draft(corpus.text, corpus.sa, corpus.buckets, pattern, 2, params, fresh, out)
+    d = S.draft(
+        corpus.text, corpus.sa, corpus.buckets, corpus.grams, pattern, 2, params, fresh, out
+    )
     assert out[:d].tolist() == [9] == corpus_draft(tokens, pattern, 4, 2, 2, 50, DEPTH)
 
 
@@ -145,7 +205,17 @@ def test_a_continuation_holding_just_enough_is_found_wherever_it_sits(tmp_path, 
                 corpus = SuffixCorpus.open(_built(tmp_path, tokens, f"c{h}-{run}-{o}"))
                 params = np.array([corpus.max_token, 2, 2, share], dtype=np.int64)
                 fresh = np.array([-1, 0, 0, 0], dtype=np.int64)
-                d = S.draft(corpus.text, corpus.sa, corpus.buckets, pattern, 2, params, fresh, out)
+                d = S.draft(
+                    corpus.text,
+                    corpus.sa,
+                    corpus.buckets,
+                    corpus.grams,
+                    pattern,
+                    2,
+                    params,
+                    fresh,
+                    out,
+                )
                 expected = corpus_draft(tokens, pattern, 4, 2, 2, share, DEPTH)
                 assert out[:d].tolist() == expected == ([9] if run >= max(need, 2) else [])
 
@@ -155,7 +225,7 @@ def test_a_search_started_from_the_last_one_finds_the_same(tmp_path, seed):
     rng = np.random.default_rng(seed)
     tokens = corpus_stream(rng, 800, 4, separators=0.01)
     corpus = SuffixCorpus.open(_built(tmp_path, tokens))
-    args = corpus.text, corpus.sa, corpus.buckets
+    args = corpus.text, corpus.sa, corpus.buckets, corpus.grams
     floor = int(rng.integers(1, 4))
     sequence, last = [], np.array([-1, 0, 0, 0], dtype=np.int64)
     for _ in range(300):
@@ -311,6 +381,57 @@ def test_damaged_files_are_named_and_never_draft_out_of_range(tmp_path):
     assert drafted > 0
 
 
+def test_a_damaged_index_is_named_and_never_drafts_out_of_range(tmp_path):
+    rng = np.random.default_rng(12)
+    tokens = corpus_stream(rng, 4000, 4, separators=0.01)
+    raw = bytearray(_built(tmp_path, tokens).read_bytes())
+    at, size = section(raw, "grams")
+    grams = np.frombuffer(raw, dtype="<i8", count=size // 8, offset=at).reshape(-1, 2).copy()
+    held = grams[:, 0] != 0
+    assert held.any()
+    grams[held, 1] = rng.integers(-(2**62), 2**62, int(held.sum()))  # ranges anywhere
+    raw[at : at + size] = grams.tobytes()
+    (tmp_path / "forged.ngd").write_bytes(forge(raw))
+    forged = SuffixCorpus.open(tmp_path / "forged.ngd")
+    forged.verify()
+    with pytest.raises(CorruptFileError, match="n-gram index disagrees"):
+        forged.verify(deep=True)
+    drafter = Drafter(rules="suffix", static=forged, n_draft=16)
+    for start in range(0, 3900, 97):
+        drafter.start(tokens[start : start + 30].clip(0))
+        for _ in range(5):
+            d = drafter.draft()
+            assert len(d) == 0 or (d.min() >= 0 and d.max() <= forged.max_token)
+            drafter.accept([int(rng.integers(0, 4))])
+
+
+def test_a_file_written_before_the_index_drafts_as_before(tmp_path):
+    """Files from before the n-gram index have its header row all zeros: no index, no error."""
+    rng = np.random.default_rng(13)
+    tokens = corpus_stream(rng, 4000, 4, separators=0.01)
+    path = _built(tmp_path, tokens)
+    raw = bytearray(path.read_bytes())
+    assert section(raw, "grams")[1] > 0
+    row = 96 + 32 * SLOTS.index("grams")
+    raw[row : row + 32] = bytes(32)
+    (tmp_path / "old.ngd").write_bytes(rehash(raw))
+    old, new = SuffixCorpus.open(tmp_path / "old.ngd"), SuffixCorpus.open(path)
+    old.verify(deep=True)
+    assert old.grams.shape == (0, 2) and len(new.grams)
+    drafters = [Drafter(rules="suffix", static=c, n_draft=8) for c in (old, new)]
+    drafted = 0
+    for start in range(0, 3800, 131):
+        for drafter in drafters:
+            drafter.start(tokens[start : start + 30].clip(0))
+        for token in tokens[start + 30 : start + 40].clip(0).tolist():
+            drafts = [drafter.draft().tolist() for drafter in drafters]
+            assert drafts[0] == drafts[1]
+            drafted += len(drafts[0])
+            for drafter in drafters:
+                drafter.accept([token])
+    assert drafted > 0
+
+
 def test_corpus_params_follow_the_rules():
     params = corpus_params(None)
     assert params[S.MIN_MATCH] == R.CORPUS_MIN_MATCH and params[S.MAX_TOKEN] == -1
@@ -321,7 +442,11 @@ def test_format_worked_example(tmp_path):
     path = _built(tmp_path, np.array([5, 6, 5, 7, -1, 5, 6], dtype=np.int32))
     corpus = SuffixCorpus.open(path)
     assert corpus.sa.tolist() == [4, 5, 0, 2, 6, 1, 3]
-    assert S.find(corpus.text, corpus.sa, corpus.buckets, np.array([5], np.int32), 0, 1) == (1, 4)
+    assert S.find(
+        corpus.text, corpus.sa, corpus.buckets, corpus.grams, np.array([5], np.int32), 0, 1
+    ) == (1, 4)
+    assert corpus.buckets.tolist() == [0, 1, 1, 1, 1, 1, 1, 4, 6, 7]
+    assert corpus.grams.shape == (0, 2) and gramindex.key(5, 6, -1) == 6 << 42 | 7 << 21
 
 
 def test_batch_rows_share_the_corpus(tmp_path):

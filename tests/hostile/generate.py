@@ -52,6 +52,18 @@ def suffix_files(static):
     offset, size = section(raw, "buckets")
     raw[offset : offset + size] = np.full(size // 8, -(2**40), dtype="<i8").tobytes()
     files["suffix-buckets-lie.ngd"] = forge(raw)
+    # An n-gram index needs n-grams at least gramindex.MIN_COUNT times: a repeated phrase.
+    SuffixCorpus.build(np.tile(np.arange(5, dtype=np.int32), 100), tmp)
+    indexed = bytearray(tmp.read_bytes())
+    tmp.unlink()
+    raw = bytearray(indexed)
+    offset, size = section(raw, "grams")
+    grams = np.frombuffer(raw, dtype="<i8", count=size // 8, offset=offset).reshape(-1, 2).copy()
+    grams[grams[:, 0] != 0, 1] = 2**40 | 7  # a range from 7 to beyond the corpus
+    raw[offset : offset + size] = grams.tobytes()
+    files["suffix-grams-lie.ngd"] = forge(raw)
+    raw = bytearray(indexed)
+    files["suffix-grams-size.ngd"] = rehash(set_section(raw, "grams", size=size - 16))
     return files
 
 

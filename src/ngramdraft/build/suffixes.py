@@ -7,11 +7,14 @@
    shard's suffixes are sorted with ``DEPTH`` tokens of the next shard in
    view (``kernels/suffixsort.py``), here or on Dask workers.
 3. The shards' sorted runs are merged, streaming, into the suffix array.
+4. One pass over the suffix array finds the frequent 2- and 3-grams' ranges
+   for the search's index (``kernels/gramindex.py``).
 
 The order stops at a fixed depth and breaks ties by position, so the file
 is the same byte for byte whatever the shards and wherever they were sorted.
 Memory: a shard's sort holds about ``BYTES_PER_TOKEN`` bytes per token; the
-spools and the merge are read through the page cache.
+spools and the merge are read through the page cache; the index holds 16
+bytes per n-gram it finds (at most a quarter of a byte per token).
 """
 
 import itertools
@@ -25,6 +28,7 @@ import numpy as np
 from ..errors import InvalidParameterError
 from ..files.atomic import disk_full_named, spool_directory, write_array
 from ..files.ngd import MAX_BUCKET_IDS, MAX_CORPUS, Header, write_suffix_file
+from ..kernels import gramindex
 from ..kernels.suffixsort import DEPTH, merge_block, sort_shard
 from ..progress import Progress
 from .corpus import Corpus
@@ -88,12 +92,16 @@ def build_suffixes(
         if len(bounds) > 2:
             order = Path(spools) / "suffixes"
             _merge(text, runs, bounds, order, path, quiet)
+        sa = np.memmap(order, dtype=np.int32, mode="r") if n else np.zeros(0, np.int32)
+        grams = gramindex.build(text, sa, max_token)
+        del sa
         with open(joined, "rb") as t, open(order, "rb") as s:
             return write_suffix_file(
                 path,
                 [t],
                 [s],
                 buckets_of(counts, n - n_source, max_token),
+                grams,
                 n_tokens=n,
                 max_token=max_token,
                 n_source_tokens=n_source,

@@ -24,6 +24,7 @@ from ..files.ngd import (
     verify_sections,
 )
 from ..files.tokens import CHUNK
+from ..kernels import gramindex
 from ..kernels.suffixsort import first_out_of_order
 from ..validation import as_tokens
 from .base import RecordedTokenizer
@@ -39,8 +40,9 @@ class SuffixCorpus(MappedFile, RecordedTokenizer):
     Open with :meth:`open` (reads one page, whatever the size); build with
     :meth:`build` or ``ngramdraft build-static --suffix``.
     Any number of drafters, threads or processes can share one. ``text`` and
-    ``sa`` are int32 views of the mapping, ``buckets`` int64 (``docs/format.md``,
-    the suffix kind).
+    ``sa`` are int32 views of the mapping, ``buckets`` int64 and ``grams``
+    int64 rows of two (``docs/format.md``, the suffix kind; a file written
+    before the index has none, and is searched as before, more slowly).
     """
 
     role = "static"
@@ -55,6 +57,7 @@ class SuffixCorpus(MappedFile, RecordedTokenizer):
         self.text = section_array(mm, header, "tokens", np.int32, (n,))
         self.sa = section_array(mm, header, "suffixes", np.int32, (n,))
         self.buckets = section_array(mm, header, "buckets", np.int64, (-1,))
+        self.grams = section_array(mm, header, "grams", np.int64, (-1, 2))
 
     @classmethod
     def open(
@@ -115,8 +118,9 @@ class SuffixCorpus(MappedFile, RecordedTokenizer):
     def verify(self, deep: bool = False) -> None:
         """Check every section's checksum (reads the whole file); raises ChecksumError.
 
-        ``deep`` also checks that ``sa`` is a permutation in suffix order and
-        that no token exceeds the recorded largest id.
+        ``deep`` also checks that ``sa`` is a permutation in suffix order,
+        that no token exceeds the recorded largest id, and that the buckets and
+        the n-gram index are the ones the tokens and ``sa`` give.
         """
         verify_sections(self._mapping(), self.header, self.path)
         if deep:
@@ -141,6 +145,10 @@ class SuffixCorpus(MappedFile, RecordedTokenizer):
             raise CorruptFileError(f"{self.path}: suffixes {bad} and {bad + 1} are out of order")
         if len(self.buckets) and not np.array_equal(self.buckets, self._counted_buckets()):
             raise CorruptFileError(f"{self.path}: the buckets disagree with the tokens")
+        if len(self.grams) and not np.array_equal(
+            self.grams, gramindex.build(self.text, sa, self.max_token)
+        ):
+            raise CorruptFileError(f"{self.path}: the n-gram index disagrees with the suffixes")
 
     def _counted_buckets(self) -> np.ndarray:
         counts = np.zeros(0, dtype=np.int64)

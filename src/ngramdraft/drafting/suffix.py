@@ -51,7 +51,7 @@ def suffix_drafter(
 
 
 def _address(array: np.ndarray) -> tuple[int, int]:
-    return array.ctypes.data, len(array)
+    return array.ctypes.data, array.size
 
 
 def corpus_params(corpus: SuffixCorpus | None) -> np.ndarray:
@@ -139,6 +139,8 @@ class SuffixDrafter(SequenceDrafter):
             st[R.CORPUS_SA : R.CORPUS_SA + 2] = _address(self.static.sa)
             if len(self.static.buckets):
                 st[R.CORPUS_BUCKETS : R.CORPUS_BUCKETS + 2] = _address(self.static.buckets)
+            if len(self.static.grams):
+                st[R.CORPUS_GRAMS : R.CORPUS_GRAMS + 2] = _address(self.static.grams)
         st[R.CORPUS_ARGS : R.CORPUS_ARGS + 4] = corpus_params(self.static)
         self._started = False
         self._init_policy(policy)

@@ -78,14 +78,19 @@ KIND_NAMES = {
 KEY_WIDTH = {KIND_STATIC: 2, KIND_DYNAMIC: 4, KIND_SUFFIX: 0, KIND_REQUESTS: 0}
 TOKEN_KINDS = (KIND_SUFFIX, KIND_REQUESTS)  # a token array, no n-grams
 # The header's section table has a row per slot; a kind uses some of them.
-SLOTS = ("meta", "keys", "offsets", "stats", "tokens", "counts", "fuse", "suffixes", "buckets")
+SLOTS = (
+    "meta", "keys", "offsets", "stats", "tokens", "counts", "fuse", "suffixes", "buckets", "grams"
+)  # fmt: skip
 SECTIONS = SLOTS[:7]
 SECTIONS_OF = {
     KIND_STATIC: SECTIONS,
     KIND_DYNAMIC: SECTIONS,
-    KIND_SUFFIX: ("meta", "tokens", "suffixes", "buckets"),
+    KIND_SUFFIX: ("meta", "tokens", "suffixes", "buckets", "grams"),
     KIND_REQUESTS: ("meta", "tokens"),
 }
+# Sections a kind gained after files of it were written: such a file's row is all
+# zeros, and the section is absent (an empty array), not damaged.
+OPTIONAL = ("grams",)
 MAX_CORPUS = 2**31 - 1  # a suffix file's positions are int32
 MAX_BUCKET_IDS = 1 << 24  # a suffix file with larger ids has no buckets (they would be huge)
 MAX_SEGMENT = 1 << 18
@@ -210,6 +215,8 @@ def parse_header(raw: bytes, file_size: int, path: object) -> Header:
     for name in SECTIONS_OF[kind]:
         row = _FIXED.size + SLOTS.index(name) * _SECTION.size
         offset, size, digest, _ = _SECTION.unpack_from(raw, row)
+        if name in OPTIONAL and offset == size == digest == 0:
+            continue
         header.sections[name] = (offset, size, digest)
     _check_geometry(header, file_size, path)
     return header
@@ -265,11 +272,20 @@ def _check_geometry(h: Header, file_size: int, path: object) -> None:
             _fail(CorruptFileError, path, f"fuse segment count {segs} is out of range")
     expected = h.expected_sizes()
     spans = []
-    for name in SECTIONS_OF[h.kind]:
+    for name in h.sections:
         offset, size, _ = h.sections[name]
         if name == "meta":
             if size > MAX_META:
                 _fail(CorruptFileError, path, f"meta section of {size} bytes (limit {MAX_META})")
+        elif name == "grams":  # sized by its n-grams: rows of 16 bytes, a power of two
+            rows = size // 16
+            if size % 16 or rows & (rows - 1) or rows > 2 * h.n_entries:
+                _fail(
+                    CorruptFileError,
+                    path,
+                    f"grams section is {size} bytes, not a power of two of 16-byte rows "
+                    f"up to twice the {h.n_entries} tokens",
+                )
         elif size != expected[name]:
             _fail(
                 CorruptFileError,
@@ -337,7 +353,7 @@ def map_file(path: str | os.PathLike[str]) -> tuple[mmap.mmap, Header]:
 def section_array(
     buf: mmap.mmap, header: Header, name: str, dtype: Any, shape: tuple[int, ...]
 ) -> np.ndarray:
-    offset, size, _ = header.sections[name]
+    offset, size, _ = header.sections.get(name, (0, 0, 0))
     count = size // np.dtype(dtype).itemsize
     arr = np.frombuffer(buf, dtype=dtype, count=count, offset=offset)
     return arr.reshape(shape)
@@ -581,14 +597,21 @@ def write_suffix_file(
     tokens: list[Part],
     suffixes: list[Part],
     buckets: np.ndarray,
+    grams: np.ndarray,
     *,
     n_tokens: int,
     max_token: int,
     n_source_tokens: int,
     meta: dict[str, Any] | None = None,
 ) -> Header:
-    """Write a corpus's tokens, their suffix array (parts in order) and buckets as a suffix file."""
-    arrays: dict[str, list[Part]] = {"tokens": tokens, "suffixes": suffixes, "buckets": [buckets]}
+    """Write a corpus's tokens, their suffix array (parts in order), buckets and n-gram index
+    as a suffix file."""
+    arrays: dict[str, list[Part]] = {
+        "tokens": tokens,
+        "suffixes": suffixes,
+        "buckets": [buckets],
+        "grams": [grams],
+    }
     return _write_token_kind(path, KIND_SUFFIX, arrays, n_tokens, max_token, n_source_tokens, meta)
 
 

@@ -1,9 +1,11 @@
 """Searching a corpus's suffix array: the longest match, and the most frequent continuation.
 
-``text``, ``sa`` and ``buckets`` come from a file (``caches/corpus.py``):
-``buckets[t + 1] .. buckets[t + 2]`` is where the suffixes starting with token t
-lie (``docs/format.md``), which starts each binary search in a range a few
-thousand times smaller; every bucket and every position read from ``sa`` is
+``text``, ``sa``, ``buckets`` and ``grams`` come from a file
+(``caches/corpus.py``): ``buckets[t + 1] .. buckets[t + 2]`` is where the
+suffixes starting with token t lie (``docs/format.md``), and ``grams``
+(``kernels/gramindex.py``) where those starting with a frequent 2-gram or
+3-gram do, which starts each binary search in a range thousands of times
+smaller; every bucket, every range and every position read from ``sa`` is
 bounded before it is used, and a token
 above ``max_token`` is never drafted, so a damaged file yields wrong drafts
 at worst, never a read out of bounds or a token outside the vocabulary.
@@ -13,6 +15,8 @@ unsorted) array cannot make one run long either.
 
 from numba import njit
 
+from . import gramindex
+from .prefetch import prefetch
 from .suffixsort import DEPTH
 
 # params: the largest token id, the shortest match that drafts, the fewest
@@ -44,6 +48,33 @@ def _compare(text, p, pattern, s, length):
 
 
 @njit(cache=True, nogil=True, inline="always")
+def _ahead(text, sa, lo, mid, hi, depth):
+    """Prefetch what a binary search's next two steps in sa[lo:hi] may read, whichever way
+    the step at mid goes: the corpus at depth for the two next midpoints, the suffix
+    array for the four after them. A level otherwise waits for two cache misses, one
+    after the other (the position, then the corpus at it); so they overlap."""
+    left, right = (lo + mid) >> 1, (mid + 1 + hi) >> 1
+    _ahead_at(text, sa, left, depth)
+    _ahead_at(text, sa, right, depth)
+    n = sa.shape[0] - 1
+    for i in (
+        (lo + left) >> 1,
+        (left + 1 + mid) >> 1,
+        (mid + 1 + right) >> 1,
+        (right + 1 + hi) >> 1,
+    ):
+        prefetch(sa, min(i, n))
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _ahead_at(text, sa, i, depth):
+    """Prefetch the corpus where the suffix at sa[i] reaches depth (i clamped into sa)."""
+    if sa.shape[0] > 0 and text.shape[0] > 0:
+        p = sa[min(max(i, 0), sa.shape[0] - 1)] + depth
+        prefetch(text, min(max(p, 0), text.shape[0] - 1))
+
+
+@njit(cache=True, nogil=True, inline="always")
 def _bounds(text, sa, pattern, s, length, lo, hi, bound):
     """(the first i in [lo, hi) whose suffix sorts after pattern[s:s+length] (bound 1), or
     does not sort before it (bound 0), hi if none; the first i it saw whose suffix sorts
@@ -57,6 +88,7 @@ def _bounds(text, sa, pattern, s, length, lo, hi, bound):
     after = hi
     while lo < hi:
         mid = (lo + hi) >> 1
+        _ahead(text, sa, lo, mid, hi, 0)
         c = _compare(text, sa[mid], pattern, s, length)
         if c < bound:
             lo = mid + 1
@@ -80,19 +112,33 @@ def _bucket(buckets, n, t):
     return lo, min(max(buckets[t + 2], lo), n)
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _start(buckets, grams, n, pattern, s, length):
+    """(lo, hi): a range of sa holding the suffixes that start with pattern[s:s+length], the
+    narrowest the index knows (its first three tokens', else two's), else the first token's."""
+    lo = hi = -1
+    if length >= 3:
+        lo, hi = gramindex.lookup(grams, n, pattern[s], pattern[s + 1], pattern[s + 2])
+    if lo < 0 and length >= 2:
+        lo, hi = gramindex.lookup(grams, n, pattern[s], pattern[s + 1], -1)
+    if lo < 0:
+        lo, hi = _bucket(buckets, n, pattern[s])
+    return lo, hi
+
+
 @njit(cache=True, nogil=True)
-def find(text, sa, buckets, pattern, s, length):
+def find(text, sa, buckets, grams, pattern, s, length):
     """(lo, hi): the suffixes that start with pattern[s:s+length] are sa[lo:hi]."""
-    lo, hi = _bucket(buckets, sa.shape[0], pattern[s])
+    lo, hi = _start(buckets, grams, sa.shape[0], pattern, s, length)
     lo, hi = _bounds(text, sa, pattern, s, length, lo, hi, 0)
     return lo, _bounds(text, sa, pattern, s, length, lo, hi, 1)[0]
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _at(text, sa, buckets, pattern, pn, length):
+def _at(text, sa, buckets, grams, pattern, pn, length):
     """Where the suffixes starting with the last ``length`` tokens of pattern[:pn] begin
     in sa, and a limit to where they end; -1 if there are none (one binary search)."""
-    lo, hi = _bucket(buckets, sa.shape[0], pattern[pn - length])
+    lo, hi = _start(buckets, grams, sa.shape[0], pattern, pn - length, length)
     i, after = _bounds(text, sa, pattern, pn - length, length, lo, hi, 0)
     if i < hi and _compare(text, sa[i], pattern, pn - length, length) == 0:
         return i, after
@@ -100,14 +146,14 @@ def _at(text, sa, buckets, pattern, pn, length):
 
 
 @njit(cache=True, nogil=True)
-def longest(text, sa, buckets, pattern, pn, floor, ceiling):
+def longest(text, sa, buckets, grams, pattern, pn, floor, ceiling):
     """(length, lo, hi): the longest suffix of pattern[:pn], from floor up to ceiling tokens,
     in the corpus (length 0 if not even floor's)."""
-    return _longest(text, sa, buckets, pattern, pn, floor, ceiling, floor)
+    return _longest(text, sa, buckets, grams, pattern, pn, floor, ceiling, floor)
 
 
 @njit(cache=True, nogil=True)
-def _longest(text, sa, buckets, pattern, pn, floor, ceiling, guess):
+def _longest(text, sa, buckets, grams, pattern, pn, floor, ceiling, guess):
     """``longest``, its first probe at ``guess`` (the likeliest length).
 
     A suffix occurs only if every shorter one does: from the guess the
@@ -120,11 +166,11 @@ def _longest(text, sa, buckets, pattern, pn, floor, ceiling, guess):
     if floor > top:
         return 0, 0, 0
     guess = min(max(guess, floor), top)
-    lo, end = _at(text, sa, buckets, pattern, pn, guess)
+    lo, end = _at(text, sa, buckets, grams, pattern, pn, guess)
     if lo >= 0:
         good, bad, step = guess, top + 1, guess
         while good + step < bad:
-            i, e = _at(text, sa, buckets, pattern, pn, good + step)
+            i, e = _at(text, sa, buckets, grams, pattern, pn, good + step)
             if i < 0:
                 bad = good + step
                 break
@@ -134,7 +180,7 @@ def _longest(text, sa, buckets, pattern, pn, floor, ceiling, guess):
         good, bad, step = floor - 1, guess, 1
         while bad > floor:
             probe = max(bad - step, floor)
-            i, e = _at(text, sa, buckets, pattern, pn, probe)
+            i, e = _at(text, sa, buckets, grams, pattern, pn, probe)
             if i >= 0:
                 good, lo, end = probe, i, e
                 break
@@ -143,7 +189,7 @@ def _longest(text, sa, buckets, pattern, pn, floor, ceiling, guess):
             return 0, 0, 0
     while bad - good > 1:
         mid = (good + bad) >> 1
-        i, e = _at(text, sa, buckets, pattern, pn, mid)
+        i, e = _at(text, sa, buckets, grams, pattern, pn, mid)
         if i < 0:
             bad = mid
         else:
@@ -170,6 +216,7 @@ def _past_bounds(text, sa, lo, hi, depth, t, bound):
     after = hi
     while lo < hi:
         mid = (lo + hi) >> 1
+        _ahead(text, sa, lo, mid, hi, depth)
         x = _follower(text, sa, mid, depth)
         if x < t + bound:
             lo = mid + 1
@@ -181,7 +228,7 @@ def _past_bounds(text, sa, lo, hi, depth, t, bound):
 
 
 @njit(cache=True, nogil=True)
-def match(text, sa, buckets, pattern, pn, floor, last):
+def match(text, sa, buckets, grams, pattern, pn, floor, last):
     """What ``longest(..., floor, DEPTH)`` returns, found from the sequence's previous search.
 
     The longest match ending at a token is at most one longer than the
@@ -209,13 +256,13 @@ def match(text, sa, buckets, pattern, pn, floor, last):
                 bound = length
         ceiling = bound + pn - 1 - q
     if not found:  # the likeliest length is the cap: the previous match, one token on
-        length, lo, hi = _longest(text, sa, buckets, pattern, pn, floor, ceiling, ceiling)
+        length, lo, hi = _longest(text, sa, buckets, grams, pattern, pn, floor, ceiling, ceiling)
     last[LAST_N], last[LAST_LENGTH], last[LAST_LO], last[LAST_HI] = pn, length, lo, hi
     return length, lo, hi
 
 
 @njit(cache=True, nogil=True)
-def draft(text, sa, buckets, pattern, pn, params, last, out):
+def draft(text, sa, buckets, grams, pattern, pn, params, last, out):
     """Draft into out the corpus's commonest continuation of pattern[:pn]; returns the count.
 
     From the longest match, each next token is the one following at least
@@ -232,7 +279,7 @@ def draft(text, sa, buckets, pattern, pn, params, last, out):
     sorted to bounds the draft. ``last``: the sequence's previous search
     (``match``).
     """
-    length, lo, hi = match(text, sa, buckets, pattern, pn, params[MIN_MATCH], last)
+    length, lo, hi = match(text, sa, buckets, grams, pattern, pn, params[MIN_MATCH], last)
     if length == 0:
         return 0
     d = 0
@@ -241,6 +288,9 @@ def draft(text, sa, buckets, pattern, pn, params, last, out):
         # a run of `need` or more through mid reaches mid - reach or mid + reach
         need = (params[MIN_SHARE] * (hi - lo) + 99) // 100
         reach = (need - 1) // 2
+        first = lo + (hi - lo - 1) // 2
+        for i in (first, first - reach, first + reach):  # the lookups below, overlapped
+            _ahead_at(text, sa, i, depth)
         best, best_lo, best_hi, tried = -1, 0, 0, -1
         for half in range(2):
             mid = lo + (hi - lo - 1 + half) // 2

@@ -57,11 +57,11 @@ kernel call with one argument:
 11     SEQ_INDEX    address of the sequence's PositionIndex handle
 12     MEM_INDEX    address of the earlier requests' PositionIndex handle
 13-14  OUT          the draft buffer (address, length)
-15-20  CORPUS       the corpus's tokens, suffix array and buckets
-                    (address, length each; lengths 0: no corpus)
-21-24  CORPUS_ARGS  its search's parameters (``kernels/suffixsearch.py``)
-25     HINT         where ties in the sequence go with no pointer
-26-29  CORPUS_LAST  the corpus's previous search, where the next starts
+15-22  CORPUS       the corpus's tokens, suffix array, buckets and n-gram
+                    index (address, length each; lengths 0: no corpus)
+23-26  CORPUS_ARGS  its search's parameters (``kernels/suffixsearch.py``)
+27     HINT         where ties in the sequence go with no pointer
+28-31  CORPUS_LAST  the corpus's previous search, where the next starts
 =====  ===========  ==================================================
 """
 
@@ -73,11 +73,11 @@ from ..kernels.suffixsearch import LAST_N, LAST_WORDS
 from ..kernels.suffixsearch import draft as corpus_draft
 
 N, MEM_N, FROM, POINTER, AGREED, MISSES, FRESH, JUMPS, LANDED, N_DRAFT, MIN_MATCH = range(11)
-SEQ_INDEX, MEM_INDEX, OUT, CORPUS_TEXT, CORPUS_SA, CORPUS_BUCKETS, CORPUS_ARGS = (
+SEQ_INDEX, MEM_INDEX, OUT, CORPUS_TEXT, CORPUS_SA, CORPUS_BUCKETS, CORPUS_GRAMS = (
     11, 12, 13, 15, 17, 19, 21
 )  # fmt: skip
-HINT, CORPUS_LAST = 25, 26
-STATE_WORDS = 30
+CORPUS_ARGS, HINT, CORPUS_LAST = 23, 27, 28
+STATE_WORDS = 32
 NONE, SEQ, MEM = 0, 1, 2
 
 MIN_MATCH_DEFAULT = 2
@@ -126,9 +126,9 @@ def draft_step(st):
     d = _draft(seq, seq_prev, seq_head, mem, mem_prev, mem_head, st, out)
     if d == 0 and st[CORPUS_SA + 1] > 0:
         text, sa = int32s(st, CORPUS_TEXT), int32s(st, CORPUS_SA)
-        buckets = int64s(st, CORPUS_BUCKETS)
+        buckets, grams = int64s(st, CORPUS_BUCKETS), int64s(st, CORPUS_GRAMS).reshape((-1, 2))
         params, last = st[CORPUS_ARGS : CORPUS_ARGS + 4], st[CORPUS_LAST : CORPUS_LAST + LAST_WORDS]
-        d = corpus_draft(text, sa, buckets, seq, st[N], params, last, out)
+        d = corpus_draft(text, sa, buckets, grams, seq, st[N], params, last, out)
     return d
 
 
