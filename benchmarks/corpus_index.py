@@ -149,12 +149,12 @@ def query_worker(spec):
         params = corpus_params(corpus)
         buf = np.zeros(8, dtype=np.int32)
         last = np.full(S.LAST_WORDS, -1, dtype=np.int64)  # unrelated contexts: no last search
-        args = corpus.text, corpus.sa, corpus.buckets
+        args = corpus.text, corpus.sa, corpus.buckets, corpus.grams
         S.draft(*args, contexts[0], CONTEXT, params, last, buf)  # loads both kernels
-        S.longest(corpus.text, corpus.sa, corpus.buckets, contexts[0], CONTEXT, 1, 64)
+        S.longest(corpus.text, corpus.sa, corpus.buckets, corpus.grams, contexts[0], CONTEXT, 1, 64)
         t0 = time.perf_counter()
         lengths = [
-            S.longest(corpus.text, corpus.sa, corpus.buckets, c, CONTEXT, 1, 64)[0]
+            S.longest(corpus.text, corpus.sa, corpus.buckets, corpus.grams, c, CONTEXT, 1, 64)[0]
             for c in contexts
         ]
         t_longest = time.perf_counter() - t0
