@@ -1,5 +1,7 @@
 """The suffix rules' corpus: the sort, the build, the search and the file, against brute force."""
 
+import json
+
 import numpy as np
 import pytest
 
@@ -405,7 +407,7 @@ def test_a_damaged_index_is_named_and_never_drafts_out_of_range(tmp_path):
             drafter.accept([int(rng.integers(0, 4))])
 
 
-def test_a_file_written_before_the_index_drafts_as_before(tmp_path):
+def test_a_file_written_before_the_index_drafts_as_before(tmp_path, capsys):
     """Files from before the n-gram index have its header row all zeros: no index, no error."""
     rng = np.random.default_rng(13)
     tokens = corpus_stream(rng, 4000, 4, separators=0.01)
@@ -418,6 +420,9 @@ def test_a_file_written_before_the_index_drafts_as_before(tmp_path):
     old, new = SuffixCorpus.open(tmp_path / "old.ngd"), SuffixCorpus.open(path)
     old.verify(deep=True)
     assert old.grams.shape == (0, 2) and len(new.grams)
+    for file, size in ((tmp_path / "old.ngd", 0), (path, new.grams.nbytes)):
+        assert cli_main(["inspect", str(file), "--json"]) == 0
+        assert json.loads(capsys.readouterr().out)["ngram_index_bytes"] == size
     drafters = [Drafter(rules="suffix", static=c, n_draft=8) for c in (old, new)]
     drafted = 0
     for start in range(0, 3800, 131):

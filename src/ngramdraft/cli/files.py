@@ -137,6 +137,8 @@ def _suffix_info(path: str, verify: bool) -> dict[str, Any]:
             "n_tokens": h.n_source_tokens,
             "n_separators": h.n_entries - h.n_source_tokens,
             "bytes_per_token": size / h.n_entries if h.n_entries else None,
+            # 0: written before the index, or nothing frequent enough (docs/format.md)
+            "ngram_index_bytes": h.sections.get("grams", (0, 0, 0))[1],
         },
     )
 
