@@ -14,7 +14,7 @@ The order stops at a fixed depth and breaks ties by position, so the file
 is the same byte for byte whatever the shards and wherever they were sorted.
 Memory: a shard's sort holds about ``BYTES_PER_TOKEN`` bytes per token; the
 spools and the merge are read through the page cache; the index holds 16
-bytes per n-gram it finds (at most a quarter of a byte per token).
+bytes per n-gram it finds (at most half a byte per token).
 """
 
 import itertools

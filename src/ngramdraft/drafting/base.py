@@ -10,8 +10,10 @@ from their drafts the same way.
 import abc
 import copy
 import itertools
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+import numba
 import numpy as np
 
 from ..errors import InvalidParameterError, InvalidTokensError, NgramdraftError
@@ -27,6 +29,17 @@ PARALLEL_FROM = 32
 MAX_SHADOWS = 64  # whole drafts a learning policy may wait on (each settles within n_draft tokens)
 
 _NONE = np.zeros(0, dtype=np.int32)
+
+
+def on_threads(
+    n: int, kernel: Callable[..., None], parallel: Callable[..., None], *args: Any
+) -> None:
+    """Run a batch's kernel over n sequences: on this thread below PARALLEL_FROM, else its
+    ``_parallel`` twin over the machine's threads."""
+    if n >= PARALLEL_FROM:
+        parallel(*args, numba.get_num_threads())
+    else:
+        kernel(*args)
 
 
 class SequenceDrafter(abc.ABC):

@@ -13,7 +13,6 @@ import os
 from collections.abc import Callable, Hashable, Sequence
 from typing import TYPE_CHECKING, Any
 
-import numba
 import numpy as np
 
 from ..caches.shared import LOCK_TIMEOUT, SharedDynamicFile, dynamic_role
@@ -26,7 +25,7 @@ from ..errors import (
 from ..kernels.frozen import CORRUPT
 from ..validation import check_int, check_ngram_range
 from . import state as S
-from .base import PARALLEL_FROM, check_new_sequence, flatten_tokens, sync_arguments
+from .base import check_new_sequence, flatten_tokens, on_threads, sync_arguments
 from .drafter import MAX_DRAFT, Drafter, check_rules
 from .suffix_batch import SuffixBatchDrafter
 
@@ -118,10 +117,9 @@ class BatchDrafter:
         out = np.zeros((len(rows), self.n_draft), dtype=np.int32)
         lengths = np.zeros(len(rows), dtype=np.int64)
         with self.dynamic.lock:  # no merge from another thread while the kernels read it
-            if len(rows) >= PARALLEL_FROM:
-                S.draft_rows_parallel(self._states, rows, out, lengths, numba.get_num_threads())
-            else:
-                S.draft_rows(self._states, rows, out, lengths)
+            on_threads(
+                len(rows), S.draft_rows, S.draft_rows_parallel, self._states, rows, out, lengths
+            )
         if len(rows) and (lengths.min() == CORRUPT or self._damaged()):
             raise CorruptFileError(
                 f"{getattr(self.static, 'path', None)}: static cache damaged "
@@ -144,12 +142,8 @@ class BatchDrafter:
         rows = self._rows(seq_ids)
         flat, offsets = flatten_tokens(tokens, lengths, len(rows))
         status = np.empty(len(rows), dtype=np.int64)
-        if len(rows) >= PARALLEL_FROM:
-            S.accept_rows_parallel(
-                self._states, rows, flat, offsets, status, numba.get_num_threads()
-            )
-        else:
-            S.accept_rows(self._states, rows, flat, offsets, status)
+        args = (self._states, rows, flat, offsets, status)
+        on_threads(len(rows), S.accept_rows, S.accept_rows_parallel, *args)
         self._grow_and_go_on(seq_ids, status, lambda i: flat[offsets[i] : offsets[i + 1]])
 
     def sync(
@@ -171,11 +165,8 @@ class BatchDrafter:
         ids = self._rows(seq_ids)
         token_ids, lengths, rows = sync_arguments(len(ids), token_ids, lengths, rows)
         status = np.empty(len(ids), dtype=np.int64)
-        if len(ids) >= PARALLEL_FROM:
-            args = (self._states, ids, token_ids, rows, lengths, status)
-            S.sync_rows_parallel(*args, numba.get_num_threads())
-        else:
-            S.sync_rows(self._states, ids, token_ids, rows, lengths, status)
+        args = (self._states, ids, token_ids, rows, lengths, status)
+        on_threads(len(ids), S.sync_rows, S.sync_rows_parallel, *args)
         mismatch = status == S.MISMATCH
         status[mismatch] = -1
 

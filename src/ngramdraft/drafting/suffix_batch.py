@@ -6,7 +6,7 @@ sequence, all sharing one :class:`~ngramdraft.caches.requests.RequestMemory`
 and one corpus (:class:`~ngramdraft.caches.corpus.SuffixCorpus`), if given.
 A draft, an accept or a sync of every sequence asked for is one kernel call
 (``drafting/suffix_rows.py``: the rules' step for each sequence's state,
-taken by its address), over the machine's threads from ``PARALLEL_FROM``
+taken by its address), over the machine's threads from ``base.PARALLEL_FROM``
 sequences on, as the llama.cpp rules' batch; with a policy, which decides in
 Python how much of each draft to submit and is told each sequence's tokens,
 each sequence is drafted and told by its own call.
@@ -15,14 +15,13 @@ each sequence is drafted and told by its own call.
 from collections.abc import Hashable, Sequence
 from typing import TYPE_CHECKING, Any
 
-import numba
 import numpy as np
 
 from ..caches.requests import RequestMemory
 from ..errors import InvalidParameterError, UnknownSequenceError
 from ..rules import suffix as R
 from ..validation import check_int
-from .base import PARALLEL_FROM, check_new_sequence, flatten_tokens, sync_arguments
+from .base import check_new_sequence, flatten_tokens, on_threads, sync_arguments
 from .suffix import MAX_DRAFT, SuffixDrafter, suffix_drafter
 from .suffix_rows import (
     DONE,
@@ -96,10 +95,8 @@ class SuffixBatchDrafter:
             if (damage := drafters[0]._warmup.damage) is not None:
                 raise damage
             with self.dynamic.lock:
-                if len(drafters) >= PARALLEL_FROM:
-                    draft_rows_parallel(_states(drafters), out, lengths, numba.get_num_threads())
-                else:
-                    draft_rows(_states(drafters), out, lengths)
+                args = (_states(drafters), out, lengths)
+                on_threads(len(drafters), draft_rows, draft_rows_parallel, *args)
         return out, lengths
 
     def accept(
@@ -118,10 +115,7 @@ class SuffixBatchDrafter:
         status = np.zeros(len(drafters), dtype=np.int64)
         with self.dynamic.lock:
             args = (_states(drafters), flat, offsets, status)
-            if len(drafters) >= PARALLEL_FROM:
-                accept_rows_parallel(*args, numba.get_num_threads())
-            else:
-                accept_rows(*args)
+            on_threads(len(drafters), accept_rows, accept_rows_parallel, *args)
         for i in np.flatnonzero(status == NEED_ROOM):  # grown, then accepted alone
             drafters[i]._append(flat[offsets[i] : offsets[i + 1]])
 
@@ -138,10 +132,7 @@ class SuffixBatchDrafter:
         status = np.zeros(len(drafters), dtype=np.int64)
         with self.dynamic.lock:  # per row, the kernel only compares; the drafters accept
             args = (_states(drafters), token_ids, rows, lengths, not self._per_row, status)
-            if len(drafters) >= PARALLEL_FROM:
-                sync_rows_parallel(*args, numba.get_num_threads())
-            else:
-                sync_rows(*args)
+            on_threads(len(drafters), sync_rows, sync_rows_parallel, *args)
         for i in np.flatnonzero(status == (DONE if self._per_row else NEED_ROOM)):
             new = token_ids[rows[i], drafters[i]._n : lengths[i]]
             if not self._per_row:  # grown, then accepted alone

@@ -37,7 +37,7 @@ GRAMS = (2, 3)  # the lengths indexed, in the order they are inserted (the rows 
 @njit(cache=True, nogil=True, inline="always")
 def key(a, b, c):
     """An n-gram's key: (a, b) with c = -1, or (a, b, c); never 0."""
-    return ((a + 1) << 42) | ((b + 1) << 21) | (c + 1)
+    return ((a + 1) << (2 * ID_BITS)) | ((b + 1) << ID_BITS) | (c + 1)
 
 
 @njit(cache=True, nogil=True, inline="always")
