@@ -1,7 +1,8 @@
 """Two checkouts side by side: replay, one Drafter and a BatchDrafter, in fresh processes.
 
     python benchmarks/ab.py --before ../base/src --after src [--rounds 5] [--quick]
-        [--probes replay,drafter,batch,suffix-corpus,suffix-batch,suffix-sync,suffix-replay]
+        [--probes replay,drafter,batch,suffix-corpus,suffix-batch,suffix-sync,suffix-replay,
+                  suffix-start,suffix-rebase]
 
 Each round runs every (variant, probe) pair in a process of its own, the
 variants' order alternating from round to round, so that both see the same
@@ -23,6 +24,13 @@ checkouts must have:
   proposer tells them: ``sync`` with the engine's table of whole sequences;
 * ``suffix-replay``: ``replay --rules suffix`` over the stream (n_ctx 4096,
   n_draft 8, no corpus): us per replayed token (replay's own clock).
+* ``suffix-start``: a ``rules="suffix"`` Drafter's ``start`` with a
+  65,536-token prompt and its ``finish`` (the sequence filed in the earlier
+  requests): us per prompt token;
+* ``suffix-rebase``: the slowest draft() + accept() of a Drafter sharing its
+  earlier requests (a ``RequestMemory`` of 1 Mi tokens) while another thread
+  replaces them with ``hold``, as a save does after another process saved
+  the requests file: ms.
 
 Each process first runs its probe once untimed (kernel loading; a checkout's
 first process compiles). Results: medians and ranges over rounds,
@@ -51,7 +59,11 @@ PROBES = {
     "suffix-batch": None,
     "suffix-sync": None,
     "suffix-replay": None,
+    "suffix-start": None,
+    "suffix-rebase": None,
 }
+LONG_PROMPT = 1 << 16
+MEMORY = 1 << 20
 BATCH = 256
 
 
@@ -66,6 +78,10 @@ def probe(name, corpus_path, tokens_path, quick):
         n = 20_000 if quick else len(stream)
         result = replay_suffix(stream[:n], 4096, 8)
         return result.t_draft_ms * 1000 / result.n_predict
+    if name == "suffix-start":
+        return _start_finish(stream, quick)
+    if name == "suffix-rebase":
+        return _slowest_during_rebase(stream, quick)
     if name in ("suffix-batch", "suffix-sync"):
         batch = BatchDrafter(rules="suffix", max_seqs=BATCH)
         return _per_row(batch, stream, quick, sync=name == "suffix-sync")
@@ -127,6 +143,52 @@ def _per_call(drafter, stream, quick):
         if done >= steps:
             break
     return 1e6 * timed / done
+
+
+def _start_finish(stream, quick):
+    """us per prompt token of start(a long prompt) + finish(), the first pair untimed."""
+    from ngramdraft import Drafter
+
+    drafter, prompt = Drafter(rules="suffix"), stream[:LONG_PROMPT]
+    times = []
+    for _ in range(4 if quick else 11):
+        t0 = time.perf_counter()
+        drafter.start(prompt)
+        drafter.finish()
+        times.append(time.perf_counter() - t0)
+    return 1e6 * statistics.median(times[1:]) / len(prompt)
+
+
+def _slowest_during_rebase(stream, quick):
+    """ms: the slowest draft() + accept() while another thread holds new earlier requests."""
+    import threading
+
+    from ngramdraft import Drafter, RequestMemory
+
+    held = np.resize(stream, MEMORY).astype(np.int32)
+    held[4095::4096] = -1  # requests of 4,096 tokens, each ended as a memory holds them
+    memory = RequestMemory(max_tokens=MEMORY)
+    memory.hold(held)
+    drafter = Drafter(rules="suffix", dynamic=memory)
+    drafter.start(stream[:64].tolist())
+    done = threading.Event()
+
+    def rebase():
+        for _ in range(2 if quick else 5):
+            memory.hold(held)
+        done.set()
+
+    slowest, at = 0.0, 64
+    worker = threading.Thread(target=rebase)
+    worker.start()
+    while not done.is_set():
+        t0 = time.perf_counter()
+        drafter.draft()
+        drafter.accept([int(stream[at % len(stream)])])
+        slowest = max(slowest, time.perf_counter() - t0)
+        at += 1
+    worker.join()
+    return 1e3 * slowest
 
 
 def data(quick, probes):
@@ -213,6 +275,8 @@ def main():
         "suffix-batch": f"us per sequence-step ({BATCH} sequences)",
         "suffix-sync": f"us per sequence-step ({BATCH} sequences)",
         "suffix-replay": "us per replayed token",
+        "suffix-start": "us per prompt token",
+        "suffix-rebase": "ms, the slowest draft()+accept()",
     }
     lines = [
         f"# A/B: {variants['before']} vs {variants['after']}",

@@ -69,3 +69,5 @@ def test_ab_times_the_suffix_rules(tmp_path):
     assert ab.probe("suffix-batch", "-", stream, quick=True) > 0
     assert ab.probe("suffix-sync", "-", stream, quick=True) > 0
     assert ab.probe("suffix-replay", "-", stream, quick=True) > 0
+    assert ab.probe("suffix-start", "-", stream, quick=True) > 0
+    assert ab.probe("suffix-rebase", "-", stream, quick=True) > 0

@@ -12,6 +12,8 @@ from ngramdraft.drafting.base import PARALLEL_FROM
 from ngramdraft.drafting.policy import CostAwareLength
 from ngramdraft.drafting.replay import replay_suffix
 from ngramdraft.drafting.suffix import SuffixDrafter
+from ngramdraft.kernels.chains import _hash as chain_hash
+from ngramdraft.kernels.handles import SIZES
 from suffix_reference import Reference
 
 
@@ -106,6 +108,47 @@ def test_position_index_stress_keeps_its_invariants():
             held = []
         assert index.tokens.tolist() == held
         index._check()
+
+
+def test_positions_are_filed_as_one_at_a_time_filing_would():
+    """The kernel files long runs in prefetched blocks; each chain must be what filing the
+    positions one by one in order makes (restated here with the kernel's hash)."""
+    rng = np.random.default_rng(9)
+    text = rng.integers(-1, 50, 3000).astype(np.int32)
+    index = PositionIndex()
+    for cut in (0, 37, 200, 1900, 3000):  # appends that start inside and across blocks
+        index.append(text[len(index.tokens) : cut])
+    width = index.head.shape[1]
+    head = np.full((len(SIZES), width), -1, dtype=np.int32)
+    prev = np.full((len(SIZES), len(text)), -1, dtype=np.int32)
+    for i in range(len(text)):
+        for lv, m in enumerate(SIZES):
+            if i + 1 >= m:
+                h = chain_hash.py_func(text, i, int(m), width - 1)
+                prev[lv, i], head[lv, h] = head[lv, h], i
+    assert np.array_equal(index.head, head)
+    assert np.array_equal(index.prev[:, : len(text)], prev)
+
+
+def test_a_memory_rebuilds_its_index_without_its_lock(monkeypatch):
+    """Holding another writer's requests reindexes them all: drafters sharing the memory
+    must wait only for the swap of arrays, not the reindexing."""
+    memory = RequestMemory()
+    memory.add([1, 2, 3, 4])
+    drafter = Drafter(n_draft=4, rules="suffix", dynamic=memory)
+    built_locked = []
+    of = PositionIndex.of
+
+    def watched(tokens):
+        built_locked.append(memory.lock.locked())
+        return of(tokens)
+
+    monkeypatch.setattr(PositionIndex, "of", staticmethod(watched))
+    memory.hold(np.array([5, 6, 7, 8, -1], dtype=np.int32), [[9, 5, 6, 7, 10]])
+    assert built_locked == [False]
+    memory.index._check()
+    drafter.start([0, 9, 5])
+    assert drafter.draft().tolist() == [6, 7, 10]  # the new index, through the drafter's handle
 
 
 def test_rewind_drafts_as_a_fresh_start():

@@ -93,7 +93,7 @@ def _blocks_while_locked(cache, call):
     with cache.lock:
         worker.start()
         waited = not finished.wait(0.3)
-    worker.join(10)
+    worker.join(300)  # a cold numba cache compiles the kernel first
     return waited and finished.is_set()
 
 

@@ -49,11 +49,22 @@ class PositionIndex:
         self.head = np.full((len(SIZES), 2 * capacity), -1, dtype=np.int32)
         positions_handle(self.text, self.prev, self.head, self.handle)
 
-    def reset(self, tokens: np.ndarray) -> None:
-        """Hold exactly ``tokens`` (checked int32), in arrays sized for them; the handle stays."""
-        self.n = 0
-        self._alloc(max(INITIAL, len(tokens)))
-        self.append(tokens)
+    @classmethod
+    def of(cls, tokens: np.ndarray) -> "PositionIndex":
+        """A new index holding exactly ``tokens`` (checked int32), in arrays sized for them."""
+        index = cls(len(tokens))
+        index.append(tokens)
+        return index
+
+    def take(self, other: "PositionIndex") -> None:
+        """Hold what ``other`` holds, in its arrays (``other`` is spent); the handle stays.
+
+        Building ``other`` is the slow part and needs no lock; taking it is a
+        swap of arrays, so drafters that share this index wait only for that.
+        """
+        self.text, self.prev, self.head = other.text, other.prev, other.head
+        positions_handle(self.text, self.prev, self.head, self.handle)
+        self.n = other.n
 
     @property
     def tokens(self) -> np.ndarray:

@@ -7,9 +7,10 @@ the longest match of the current sequence's end in any of them. Past
 newest that fill half the budget, so a rebuild's cost is spread over at
 least half a budget of added tokens. One memory may be shared by any number
 of drafters and threads: ``lock`` is held while it changes and while a
-drafter's kernel reads it. Saved, it is a requests file (``docs/format.md``,
-kind 4: the tokens as held); ``caches/shared.py`` shares one between
-processes.
+drafter's kernel reads it (``hold`` builds its new index without it, then
+swaps the arrays in under it, so drafters never wait for a reindex).
+Saved, it is a requests file (``docs/format.md``, kind 4: the tokens as
+held); ``caches/shared.py`` shares one between processes.
 """
 
 import os
@@ -66,7 +67,7 @@ class RequestMemory:
 
     def _evict(self, keep: int) -> None:
         """Keep only the newest whole sequences that fit in ``keep`` tokens."""
-        self.index.reset(_newest(self.index.tokens, keep))  # in place: drafters hold its handle
+        self.index.take(PositionIndex.of(_newest(self.index.tokens, keep)))
         self.max_token = int(self.index.tokens.max(initial=-1))
 
     def hold(self, held: np.ndarray, more: "Sequence[np.ndarray]" = ()) -> None:
@@ -75,8 +76,9 @@ class RequestMemory:
         tokens = np.concatenate([held, *(self._ended(seq) for seq in more)]).astype(np.int32)
         if len(tokens) > self.max_tokens:
             tokens = _newest(tokens, self.max_tokens // 2)
+        fresh = PositionIndex.of(tokens)  # without the lock: drafters go on meanwhile
         with self.lock:
-            self.index.reset(tokens)  # in place: drafters hold its handle
+            self.index.take(fresh)  # drafters hold its handle, which stays
             self.max_token = int(tokens.max(initial=-1))
 
     def save(self, path: str | os.PathLike[str]) -> None:

@@ -17,6 +17,11 @@ candidate whose continuation is nearest ``near`` wins, else the latest.
 Cost per query: at most ``len(sizes) * max_chain * max_match`` token
 comparisons, whatever the text's length.
 
+Filing a long run reads a chain head per position and size, each a cache
+miss in a table larger than the caches: blocks of ``PREFETCH_BLOCK``
+positions prefetch their heads before filing them in order, so that the
+misses overlap (the chains are as one-by-one filing leaves them).
+
 Worked example, sizes (2,), text ``5 6 7 5 6`` (positions 0..4): position 1
 is filed under h(5 6), 2 under h(6 7), 3 under h(7 5), 4 under h(5 6) with
 ``prev[0, 4] = 1``. The pattern ``... 5 6`` ending at 4 walks 4 (itself,
@@ -30,10 +35,12 @@ import numpy as np
 from numba import njit
 
 from .hashing import mix64
+from .prefetch import prefetch
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 MAX_MATCH = 64  # tokens a match is measured back over: longer ones tie
 MAX_CHAIN = 32  # candidates a query tries per n-gram size
+PREFETCH_BLOCK = 64  # filing 1 Mi tokens: 0.43 s unprefetched; 16: 0.14 s, 64: 0.11 s, 128: 0.12 s
 
 
 @njit(cache=True, nogil=True, inline="always")
@@ -48,11 +55,16 @@ def _hash(a, end, m, mask):
 @njit(cache=True, nogil=True)
 def file_positions(text, sizes, prev, head, start, stop):
     """File positions start .. stop-1 of ``text`` in every size's chain."""
-    mask = head.shape[1] - 1
-    for i in range(start, stop):
-        for lv in range(sizes.shape[0]):
-            m = sizes[lv]
-            if i + 1 >= m:
+    width = head.shape[1]
+    mask = width - 1
+    for lv in range(sizes.shape[0]):
+        m = sizes[lv]
+        for block in range(max(start, m - 1), stop, PREFETCH_BLOCK):
+            end = min(block + PREFETCH_BLOCK, stop)
+            if end - block == PREFETCH_BLOCK:
+                for i in range(block, end):
+                    prefetch(head, lv * width + _hash(text, i, m, mask))
+            for i in range(block, end):
                 h = _hash(text, i, m, mask)
                 prev[lv, i] = head[lv, h]
                 head[lv, h] = i
