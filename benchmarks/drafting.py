@@ -32,6 +32,10 @@ Drafters, each through its own code:
   take only runs that follow an earlier occurrence of the sequence's last
   one or two tokens: the best a drafter could do by choosing, with
   hindsight, among the places a match of that length points to.
+  ``ceiling-1+copy`` may also choose where its own copy stands (the place
+  after its last choice's run, a position on per token since, as the suffix
+  rules' pointer moves), and ``ceiling-1+near`` any place within 12
+  positions of it (the suffix rules' ``WINDOW``).
 
 Workloads: ``benchmarks/e2e.py``'s three and ``real-edit`` (``edits.py``);
 the corpus is the Gutenberg training text (541 MB; ``--quick``: 25 MB), the
@@ -63,7 +67,17 @@ import corpora  # noqa: E402
 CORPUS_MB = corpora.FULL_MB  # the corpus of the +static and +corpus drafters (--quick: 25)
 # Untimed and deterministic: the ceiling, and the same restricted to runs that
 # follow an earlier occurrence of the sequence's last 1 or 2 tokens.
-CEILINGS = {"ceiling": 0, "ceiling-1": 1, "ceiling-2": 2}
+# (after, window): hindsight choices, of runs after an earlier occurrence of the
+# sequence's last ``after`` tokens and, with a window, of those starting within
+# it of where the choice's own copy stands (WINDOW: the suffix rules' own).
+WINDOW = 12
+CEILINGS = {
+    "ceiling": (0, -1),
+    "ceiling-1": (1, -1),
+    "ceiling-2": (2, -1),
+    "ceiling-1+copy": (1, 0),
+    "ceiling-1+near": (1, WINDOW),
+}
 DRAFTERS = (
     "llama.cpp",
     "llama.cpp+static",
@@ -228,18 +242,28 @@ class TransformersLookup(Stateless):
 def ceiling_length(context, upcoming, k, after=0):
     """Length of the longest prefix of ``upcoming`` (at most k) found in ``context``
     right after an occurrence of the context's last ``after`` tokens."""
+    return ceiling_run(context, upcoming, k, after)[0]
+
+
+def ceiling_run(context, upcoming, k, after=0, copy=-1, window=-1):
+    """(length, start) of the longest prefix of ``upcoming`` (at most k) found in ``context``
+    right after an occurrence of the context's last ``after`` tokens, or starting within
+    ``window`` positions of ``copy`` (with ``copy`` >= 0); of equal runs, the one nearest
+    ``copy``. start is -1 if none is found."""
     n = len(context)
     starts = np.arange(after, n)
     for back in range(1, after + 1):
         starts = starts[context[starts - back] == context[n - back]]
-    length = 0
+    if copy >= 0:
+        starts = np.union1d(starts, np.arange(max(copy - window, 0), min(copy + window + 1, n)))
+    length, found = 0, np.array([-1])
     while length < min(k, len(upcoming)):
         starts = starts[starts + length < n]
         starts = starts[context[starts + length] == upcoming[length]]
         if not len(starts):
             break
-        length += 1
-    return length
+        length, found = length + 1, starts
+    return length, int(found[np.argmin(np.abs(found - copy))])
 
 
 def run(workload, drafter_name, k, requests):
@@ -259,13 +283,17 @@ def run(workload, drafter_name, k, requests):
     seconds = 0.0
     for prompt, output in requests:
         sequence = np.asarray(list(prompt) + list(output), dtype=np.int32)
-        i, base = 0, len(prompt)
+        i, base, copy = 0, len(prompt), -1
         if drafter is not None:
             drafter.start(prompt)
         while i < len(output):
             context, upcoming = sequence[: base + i], sequence[base + i : base + i + k]
             if drafter is None:
-                a = d = ceiling_length(context, upcoming, k, CEILINGS[drafter_name])
+                after, window = CEILINGS[drafter_name]
+                a, start = ceiling_run(context, upcoming, k, after, copy, window)
+                d = a
+                if window >= 0:  # the copy moves a position a token, as the suffix rules' does
+                    copy = start + a + 1 if a else copy + (copy >= 0)
             else:
                 t0 = time.perf_counter()
                 draft = np.asarray(drafter.draft(context))[:k]

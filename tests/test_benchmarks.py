@@ -31,6 +31,10 @@ def test_the_ceiling_bounds_what_copying_drafters_reach():
     assert drafting.ceiling_length(context, after, 8) == 2
     assert drafting.ceiling_length(context, after, 8, after=1) == 0
     assert drafting.ceiling_length(context, np.array([3, 4, 9], dtype=np.int32), 8, 2) == 2
+    # where a copy stands is tried too, with or without a match before it
+    assert drafting.ceiling_run(context, after, 8, after=1, copy=3, window=0) == (2, 3)
+    assert drafting.ceiling_run(context, after, 8, after=1, copy=1, window=1) == (0, -1)
+    assert drafting.ceiling_run(context, after, 8, after=1, copy=1, window=2) == (2, 3)
     rng = np.random.default_rng(0)
     text = rng.integers(0, 30, 300).tolist()
     requests = [(text[:200], text[100:250])]  # the output repeats part of the prompt
@@ -38,6 +42,12 @@ def test_the_ceiling_bounds_what_copying_drafters_reach():
     rules = drafting.run("toy", "llama.cpp", 8, requests)
     assert ceiling["accepted_share"] == 1.0
     assert ceiling["tokens_per_pass"] >= rules["tokens_per_pass"] > 1.0
+    edits = [(text[:200], edited) for edited in [text[:60] + [99] + text[61:120]]]
+    per_pass = [
+        drafting.run("toy", name, 8, edits)["tokens_per_pass"]
+        for name in ("ceiling-1", "ceiling-1+copy", "ceiling-1+near", "ceiling")
+    ]
+    assert per_pass == sorted(per_pass)  # each a choice among more places
 
 
 def test_context_cost_workloads_hold_the_context_asked_for():
