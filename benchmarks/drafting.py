@@ -65,12 +65,10 @@ sys.path.insert(0, str(HERE))
 import corpora  # noqa: E402
 
 CORPUS_MB = corpora.FULL_MB  # the corpus of the +static and +corpus drafters (--quick: 25)
-# Untimed and deterministic: the ceiling, and the same restricted to runs that
-# follow an earlier occurrence of the sequence's last 1 or 2 tokens.
-# (after, window): hindsight choices, of runs after an earlier occurrence of the
-# sequence's last ``after`` tokens and, with a window, of those starting within
-# it of where the choice's own copy stands (WINDOW: the suffix rules' own).
-WINDOW = 12
+# Untimed and deterministic, the ceilings: (after, window), the longest run
+# after an earlier occurrence of the sequence's last ``after`` tokens or, with
+# a window, starting within it of where the choice's own copy stands.
+WINDOW = 12  # the suffix rules' own (rules/suffix.py)
 CEILINGS = {
     "ceiling": (0, -1),
     "ceiling-1": (1, -1),
@@ -292,8 +290,10 @@ def run(workload, drafter_name, k, requests):
                 after, window = CEILINGS[drafter_name]
                 a, start = ceiling_run(context, upcoming, k, after, copy, window)
                 d = a
-                if window >= 0:  # the copy moves a position a token, as the suffix rules' does
-                    copy = start + a + 1 if a else copy + (copy >= 0)
+                if window >= 0 and a:  # the copy moves on a token a position, as the
+                    copy = start + a + 1  # suffix rules' pointer does
+                elif copy >= 0:
+                    copy += 1
             else:
                 t0 = time.perf_counter()
                 draft = np.asarray(drafter.draft(context))[:k]

@@ -42,7 +42,7 @@ def test_the_ceiling_bounds_what_copying_drafters_reach():
     rules = drafting.run("toy", "llama.cpp", 8, requests)
     assert ceiling["accepted_share"] == 1.0
     assert ceiling["tokens_per_pass"] >= rules["tokens_per_pass"] > 1.0
-    edits = [(text[:200], edited) for edited in [text[:60] + [99] + text[61:120]]]
+    edits = [(text[:200], [*text[:60], 99, *text[61:120]])]  # one token replaced
     per_pass = [
         drafting.run("toy", name, 8, edits)["tokens_per_pass"]
         for name in ("ceiling-1", "ceiling-1+copy", "ceiling-1+near", "ceiling")
