@@ -1,6 +1,7 @@
 """The suffix rules: the kernels against the brute-force reference; the drafter."""
 
 import json
+import threading
 
 import numpy as np
 import pytest
@@ -149,6 +150,44 @@ def test_a_memory_rebuilds_its_index_without_its_lock(monkeypatch):
     memory.index._check()
     drafter.start([0, 9, 5])
     assert drafter.draft().tolist() == [6, 7, 10]  # the new index, through the drafter's handle
+    small = RequestMemory(max_tokens=40)  # past its budget, an add rebuilds it: also unlocked
+    memory = small  # the memory watched() looks at
+    for i in range(7):
+        small.add([i] * 5)
+    assert built_locked == [False, False]
+    small.index._check()
+    assert small.index.tokens.tolist() == [4] * 5 + [-1] + [5] * 5 + [-1] + [6] * 5 + [-1]
+
+
+def test_a_memory_shared_by_threads_keeps_whole_sequences_in_order():
+    """Threads adding to one memory past its budget many times over, with rebuilds made
+    outside its lock: what it holds is always whole sequences, each thread's in the order
+    it added them, none twice, within the budget, and its index is exact."""
+    memory = RequestMemory(max_tokens=300)
+    rng = np.random.default_rng(11)
+    lengths = rng.integers(1, 40, (4, 150))
+
+    def add(thread):
+        for i, n in enumerate(lengths[thread]):
+            memory.add([1000 * thread + i] * int(n))
+
+    workers = [threading.Thread(target=add, args=(t,)) for t in range(4)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    memory.index._check()
+    held = memory.index.tokens.tolist()
+    assert len(held) <= 300 and held[-1] == -1
+    seqs = [run.split() for run in " ".join(map(str, held)).split(" -1") if run.strip()]
+    ids = [int(run[0]) for run in seqs]
+    assert all(len(set(run)) == 1 for run in seqs)  # each a whole sequence
+    assert all(len(run) == lengths[i // 1000, i % 1000] for run, i in zip(seqs, ids, strict=True))
+    assert len(set(ids)) == len(ids)
+    for t in range(4):
+        mine = [i for i in ids if i // 1000 == t]
+        assert mine == sorted(mine)
+    assert memory.max_token == max(ids)
 
 
 def test_rewind_drafts_as_a_fresh_start():

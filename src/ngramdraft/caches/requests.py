@@ -7,8 +7,9 @@ the longest match of the current sequence's end in any of them. Past
 newest that fill half the budget, so a rebuild's cost is spread over at
 least half a budget of added tokens. One memory may be shared by any number
 of drafters and threads: ``lock`` is held while it changes and while a
-drafter's kernel reads it (``hold`` builds its new index without it, then
-swaps the arrays in under it, so drafters never wait for a reindex).
+drafter's kernel reads it. A rebuild (past the budget, or ``hold``) makes
+its new index without it and swaps the arrays in under it, so drafters
+never wait for a reindex; sequences added meanwhile are carried over.
 Saved, it is a requests file (``docs/format.md``, kind 4: the tokens as
 held); ``caches/shared.py`` shares one between processes.
 """
@@ -42,6 +43,8 @@ class RequestMemory:
     def __init__(self, max_tokens: int = MAX_TOKENS) -> None:
         self.max_tokens = check_int(max_tokens, "max_tokens", 2)
         self.lock = threading.Lock()
+        # One rebuild at a time (an eviction or a hold), made without ``lock``.
+        self._rebuilding = threading.Lock()
         self.index = PositionIndex()
         self.max_token = -1
 
@@ -60,14 +63,33 @@ class RequestMemory:
         if len(ended) == 0:
             return
         with self.lock:
-            if self.index.n + len(ended) > self.max_tokens:
-                self._evict(self.max_tokens // 2 - len(ended))
-            self.index.append(ended)
-            self.max_token = max(self.max_token, int(ended.max()))
+            if self._append(ended):
+                return
+        with self._rebuilding:
+            with self.lock:
+                if self._append(ended):  # the rebuild before this one made room
+                    return
+                seen = self.index.n
+                kept = _newest(self.index.tokens, self.max_tokens // 2 - len(ended))
+            fresh = PositionIndex.of(np.concatenate([kept, ended]))
+            with self.lock:
+                fresh.append(self.index.tokens[seen:].copy())  # added while it was built
+                if len(fresh.tokens) > self.max_tokens:  # more than the budget meanwhile
+                    fresh = PositionIndex.of(_newest(fresh.tokens, self.max_tokens // 2))
+                self._take(fresh)
 
-    def _evict(self, keep: int) -> None:
-        """Keep only the newest whole sequences that fit in ``keep`` tokens."""
-        self.index.take(PositionIndex.of(_newest(self.index.tokens, keep)))
+    def _append(self, ended: np.ndarray) -> bool:
+        """Append ``ended`` if it fits in the budget (``lock`` held); whether it did."""
+        if self.index.n + len(ended) > self.max_tokens:
+            return False
+        self.index.append(ended)
+        self.max_token = max(self.max_token, int(ended.max()))
+        return True
+
+    def _take(self, fresh: PositionIndex) -> None:
+        """Hold what ``fresh`` holds (``lock`` held): a swap of arrays, the handle the
+        drafters hold staying the same."""
+        self.index.take(fresh)
         self.max_token = int(self.index.tokens.max(initial=-1))
 
     def hold(self, held: np.ndarray, more: "Sequence[np.ndarray]" = ()) -> None:
@@ -76,10 +98,10 @@ class RequestMemory:
         tokens = np.concatenate([held, *(self._ended(seq) for seq in more)]).astype(np.int32)
         if len(tokens) > self.max_tokens:
             tokens = _newest(tokens, self.max_tokens // 2)
-        fresh = PositionIndex.of(tokens)  # without the lock: drafters go on meanwhile
-        with self.lock:
-            self.index.take(fresh)  # drafters hold its handle, which stays
-            self.max_token = int(tokens.max(initial=-1))
+        with self._rebuilding:
+            fresh = PositionIndex.of(tokens)  # without ``lock``: drafters go on meanwhile
+            with self.lock:
+                self._take(fresh)
 
     def save(self, path: str | os.PathLike[str]) -> None:
         """Write the sequences held as a requests file, atomically."""
