@@ -2,7 +2,7 @@
 
     python benchmarks/ab.py --before ../base/src --after src [--rounds 5] [--quick]
         [--probes replay,drafter,batch,suffix-corpus,suffix-batch,suffix-sync,suffix-replay,
-                  suffix-start,suffix-rebase]
+                  suffix-start,suffix-rebase,suffix-evict]
 
 Each round runs every (variant, probe) pair in a process of its own, the
 variants' order alternating from round to round, so that both see the same
@@ -30,7 +30,9 @@ checkouts must have:
 * ``suffix-rebase``: the slowest draft() + accept() of a Drafter sharing its
   earlier requests (a ``RequestMemory`` of 1 Mi tokens) while another thread
   replaces them with ``hold``, as a save does after another process saved
-  the requests file: ms.
+  the requests file: ms;
+* ``suffix-evict``: the same while another thread adds 4,096-token
+  sequences to the full memory, evicting the oldest half three times: ms.
 
 Each process first runs its probe once untimed (kernel loading; a checkout's
 first process compiles). Results: medians and ranges over rounds,
@@ -61,6 +63,7 @@ PROBES = {
     "suffix-replay": None,
     "suffix-start": None,
     "suffix-rebase": None,
+    "suffix-evict": None,
 }
 LONG_PROMPT = 1 << 16
 MEMORY = 1 << 20
@@ -80,8 +83,8 @@ def probe(name, corpus_path, tokens_path, quick):
         return result.t_draft_ms * 1000 / result.n_predict
     if name == "suffix-start":
         return _start_finish(stream, quick)
-    if name == "suffix-rebase":
-        return _slowest_during_rebase(stream, quick)
+    if name in ("suffix-rebase", "suffix-evict"):
+        return _slowest_during_rebuilds(stream, quick, evict=name == "suffix-evict")
     if name in ("suffix-batch", "suffix-sync"):
         batch = BatchDrafter(rules="suffix", max_seqs=BATCH)
         return _per_row(batch, stream, quick, sync=name == "suffix-sync")
@@ -159,8 +162,9 @@ def _start_finish(stream, quick):
     return 1e6 * statistics.median(times[1:]) / len(prompt)
 
 
-def _slowest_during_rebase(stream, quick):
-    """ms: the slowest draft() + accept() while another thread holds new earlier requests."""
+def _slowest_during_rebuilds(stream, quick, evict):
+    """ms: the slowest draft() + accept() while another thread rebuilds the earlier requests:
+    holds them anew, or (``evict``) adds requests past their budget."""
     import threading
 
     from ngramdraft import Drafter, RequestMemory
@@ -174,8 +178,12 @@ def _slowest_during_rebase(stream, quick):
     done = threading.Event()
 
     def rebase():
-        for _ in range(2 if quick else 5):
-            memory.hold(held)
+        if evict:  # each half a budget of adds evicts the oldest half
+            for at in range(0, (1 if quick else 3) * MEMORY // 2, 4096):
+                memory.add(held[at % MEMORY : at % MEMORY + 4095])
+        else:
+            for _ in range(2 if quick else 5):
+                memory.hold(held)
         done.set()
 
     slowest, at = 0.0, 64
@@ -277,6 +285,7 @@ def main():
         "suffix-replay": "us per replayed token",
         "suffix-start": "us per prompt token",
         "suffix-rebase": "ms, the slowest draft()+accept()",
+        "suffix-evict": "ms, the slowest draft()+accept()",
     }
     lines = [
         f"# A/B: {variants['before']} vs {variants['after']}",

@@ -140,9 +140,9 @@ def test_a_memory_rebuilds_its_index_without_its_lock(monkeypatch):
     built_locked = []
     of = PositionIndex.of
 
-    def watched(tokens):
+    def watched(tokens, capacity=0):
         built_locked.append(memory.lock.locked())
-        return of(tokens)
+        return of(tokens, capacity)
 
     monkeypatch.setattr(PositionIndex, "of", staticmethod(watched))
     memory.hold(np.array([5, 6, 7, 8, -1], dtype=np.int32), [[9, 5, 6, 7, 10]])
@@ -157,6 +157,20 @@ def test_a_memory_rebuilds_its_index_without_its_lock(monkeypatch):
     assert built_locked == [False, False]
     small.index._check()
     assert small.index.tokens.tolist() == [4] * 5 + [-1] + [5] * 5 + [-1] + [6] * 5 + [-1]
+
+
+def test_an_evicted_memory_fills_its_budget_again_without_refiling():
+    """Growing its arrays refiles every token under the memory's lock, so a memory rebuilt
+    at half its budget keeps room for the whole budget."""
+    memory = RequestMemory(max_tokens=2000)
+    for i in range(21):  # the 21st is past the budget: the newest 1,000 tokens stay
+        memory.add([i] * 99)
+    assert len(memory) == 1000
+    arrays = memory.index.text
+    for i in range(21, 31):
+        memory.add([i] * 99)
+    assert len(memory) == 2000 and memory.index.text is arrays
+    memory.index._check()
 
 
 def test_a_memory_shared_by_threads_keeps_whole_sequences_in_order():

@@ -50,9 +50,9 @@ class PositionIndex:
         positions_handle(self.text, self.prev, self.head, self.handle)
 
     @classmethod
-    def of(cls, tokens: np.ndarray) -> "PositionIndex":
-        """A new index holding exactly ``tokens`` (checked int32), in arrays sized for them."""
-        index = cls(len(tokens))
+    def of(cls, tokens: np.ndarray, capacity: int = 0) -> "PositionIndex":
+        """A new index holding exactly ``tokens`` (checked int32), with room for ``capacity``."""
+        index = cls(max(len(tokens), capacity))
         index.append(tokens)
         return index
 

@@ -71,12 +71,17 @@ class RequestMemory:
                     return
                 seen = self.index.n
                 kept = _newest(self.index.tokens, self.max_tokens // 2 - len(ended))
-            fresh = PositionIndex.of(np.concatenate([kept, ended]))
+            fresh = self._index_of(np.concatenate([kept, ended]))
             with self.lock:
                 fresh.append(self.index.tokens[seen:].copy())  # added while it was built
                 if len(fresh.tokens) > self.max_tokens:  # more than the budget meanwhile
-                    fresh = PositionIndex.of(_newest(fresh.tokens, self.max_tokens // 2))
+                    fresh = self._index_of(_newest(fresh.tokens, self.max_tokens // 2))
                 self._take(fresh)
+
+    def _index_of(self, tokens: np.ndarray) -> PositionIndex:
+        """An index of ``tokens`` with room to grow: a memory at half its budget fills it
+        again, and doubling its arrays then would refile every token under ``lock``."""
+        return PositionIndex.of(tokens, min(self.max_tokens, 2 * len(tokens)))
 
     def _append(self, ended: np.ndarray) -> bool:
         """Append ``ended`` if it fits in the budget (``lock`` held); whether it did."""
@@ -99,7 +104,7 @@ class RequestMemory:
         if len(tokens) > self.max_tokens:
             tokens = _newest(tokens, self.max_tokens // 2)
         with self._rebuilding:
-            fresh = PositionIndex.of(tokens)  # without ``lock``: drafters go on meanwhile
+            fresh = self._index_of(tokens)  # without ``lock``: drafters go on meanwhile
             with self.lock:
                 self._take(fresh)
 
