@@ -159,9 +159,26 @@ def test_a_memory_rebuilds_its_index_without_its_lock(monkeypatch):
     assert small.index.tokens.tolist() == [4] * 5 + [-1] + [5] * 5 + [-1] + [6] * 5 + [-1]
 
 
+def test_a_memory_never_grows_its_arrays_under_its_lock(monkeypatch):
+    """Growing the arrays refiles every token: a memory does it as a rebuild, without its
+    lock, from empty to past its budget and after."""
+    memory = RequestMemory(max_tokens=5000)
+    allocated_locked = []
+    alloc = PositionIndex._alloc
+
+    def watched(index, capacity):
+        allocated_locked.append(memory.lock.locked())
+        alloc(index, capacity)
+
+    monkeypatch.setattr(PositionIndex, "_alloc", watched)
+    for i in range(300):  # about 10,000 tokens: growths, then evictions
+        memory.add([i] * int(10 + i % 50))
+    assert len(allocated_locked) >= 4 and not any(allocated_locked)
+    memory.index._check()
+
+
 def test_an_evicted_memory_fills_its_budget_again_without_refiling():
-    """Growing its arrays refiles every token under the memory's lock, so a memory rebuilt
-    at half its budget keeps room for the whole budget."""
+    """A memory rebuilt at half its budget keeps room for the whole budget."""
     memory = RequestMemory(max_tokens=2000)
     for i in range(21):  # the 21st is past the budget: the newest 1,000 tokens stay
         memory.add([i] * 99)
@@ -171,6 +188,32 @@ def test_an_evicted_memory_fills_its_budget_again_without_refiling():
         memory.add([i] * 99)
     assert len(memory) == 2000 and memory.index.text is arrays
     memory.index._check()
+
+
+def test_a_loaded_requests_file_drafts_as_the_memory_that_saved_it(tmp_path):
+    """The chains' hashes are masked by their table's width, which must be a power of two
+    however many tokens a file holds; else a loaded memory's chains collide and its
+    queries, capped at MAX_CHAIN candidates, miss what the saved one finds."""
+    rng = np.random.default_rng(4)
+    phrases = rng.integers(0, 50, (400, 8))
+    saved = RequestMemory()
+    for _ in range(60):
+        saved.add(phrases[rng.integers(0, 400, 200)].ravel())
+    saved.save(tmp_path / "r.ngd")
+    loaded = RequestMemory.load(tmp_path / "r.ngd")
+    width = loaded.index.head.shape[1]
+    assert width & (width - 1) == 0
+    a = Drafter(n_draft=8, rules="suffix", dynamic=saved)
+    b = Drafter(n_draft=8, rules="suffix", dynamic=loaded)
+    drafted = 0
+    for i in range(40):
+        probe = phrases[rng.integers(0, 400, 3)].ravel()[: 12 + i % 8]
+        a.start(probe)
+        b.start(probe)
+        draft = a.draft().tolist()
+        assert b.draft().tolist() == draft
+        drafted += len(draft)
+    assert drafted > 100
 
 
 def test_a_memory_shared_by_threads_keeps_whole_sequences_in_order():

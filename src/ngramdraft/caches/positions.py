@@ -44,6 +44,10 @@ class PositionIndex:
         self.handle[POSITIONS_N] = value
 
     def _alloc(self, capacity: int) -> None:
+        # A power of two: the chains' hashes are reduced by a mask of head's width; any
+        # other width leaves bits out of the mask, and chains collide (and queries, capped
+        # at MAX_CHAIN candidates, miss matches).
+        capacity = 1 << (capacity - 1).bit_length()
         self.text = np.full(capacity, -1, dtype=np.int32)
         self.prev = np.full((len(SIZES), capacity), -1, dtype=np.int32)
         self.head = np.full((len(SIZES), 2 * capacity), -1, dtype=np.int32)
@@ -80,10 +84,7 @@ class PositionIndex:
         """Room for ``capacity`` tokens without a refile."""
         if capacity > len(self.text):
             keep = self.text[: self.n].copy()
-            size = len(self.text)
-            while size < capacity:
-                size *= 2
-            self._alloc(size)
+            self._alloc(capacity)
             self.text[: len(keep)] = keep
             file_positions(self.text, SIZES, self.prev, self.head, 0, self.n)
 
@@ -102,6 +103,8 @@ class PositionIndex:
 
     def _check(self) -> None:
         """Invariants (tests call this after every mutation): chains equal a fresh filing."""
+        width = self.head.shape[1]
+        assert width & (width - 1) == 0, "head's width is not a power of two"
         fresh = PositionIndex(len(self.text))
         fresh.append(self.text[: self.n].copy())
         assert fresh.text.shape == self.text.shape

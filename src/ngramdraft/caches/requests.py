@@ -7,9 +7,10 @@ the longest match of the current sequence's end in any of them. Past
 newest that fill half the budget, so a rebuild's cost is spread over at
 least half a budget of added tokens. One memory may be shared by any number
 of drafters and threads: ``lock`` is held while it changes and while a
-drafter's kernel reads it. A rebuild (past the budget, or ``hold``) makes
-its new index without it and swaps the arrays in under it, so drafters
-never wait for a reindex; sequences added meanwhile are carried over.
+drafter's kernel reads it. A rebuild (past the budget, past the arrays'
+capacity, or ``hold``) makes its new index without it and swaps the arrays
+in under it, so drafters never wait for a reindex; sequences added
+meanwhile are carried over.
 Saved, it is a requests file (``docs/format.md``, kind 4: the tokens as
 held); ``caches/shared.py`` shares one between processes.
 """
@@ -43,7 +44,7 @@ class RequestMemory:
     def __init__(self, max_tokens: int = MAX_TOKENS) -> None:
         self.max_tokens = check_int(max_tokens, "max_tokens", 2)
         self.lock = threading.Lock()
-        # One rebuild at a time (an eviction or a hold), made without ``lock``.
+        # One rebuild at a time (an eviction, a growth or a hold), made without ``lock``.
         self._rebuilding = threading.Lock()
         self.index = PositionIndex()
         self.max_token = -1
@@ -70,7 +71,10 @@ class RequestMemory:
                 if self._append(ended):  # the rebuild before this one made room
                     return
                 seen = self.index.n
-                kept = _newest(self.index.tokens, self.max_tokens // 2 - len(ended))
+                if seen + len(ended) > self.max_tokens:  # past the budget: the newest half
+                    kept = _newest(self.index.tokens, self.max_tokens // 2 - len(ended))
+                else:  # past the arrays: all of it, in larger ones
+                    kept = self.index.tokens.copy()
             fresh = self._index_of(np.concatenate([kept, ended]))
             with self.lock:
                 fresh.append(self.index.tokens[seen:].copy())  # added while it was built
@@ -79,13 +83,14 @@ class RequestMemory:
                 self._take(fresh)
 
     def _index_of(self, tokens: np.ndarray) -> PositionIndex:
-        """An index of ``tokens`` with room to grow: a memory at half its budget fills it
-        again, and doubling its arrays then would refile every token under ``lock``."""
+        """An index of ``tokens`` with room for as many again, up to the budget, so that
+        rebuilds to grow it come at doublings, as a list's do."""
         return PositionIndex.of(tokens, min(self.max_tokens, 2 * len(tokens)))
 
     def _append(self, ended: np.ndarray) -> bool:
-        """Append ``ended`` if it fits in the budget (``lock`` held); whether it did."""
-        if self.index.n + len(ended) > self.max_tokens:
+        """Append ``ended`` if it fits in the budget and the arrays (``lock`` held): growing
+        them would refile every token under ``lock``; whether it did."""
+        if self.index.n + len(ended) > min(self.max_tokens, len(self.index.text)):
             return False
         self.index.append(ended)
         self.max_token = max(self.max_token, int(ended.max()))
