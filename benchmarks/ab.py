@@ -177,7 +177,7 @@ def _slowest_during_rebuilds(stream, quick, evict):
     drafter.start(stream[:64].tolist())
     done = threading.Event()
 
-    def rebase():
+    def rebuild():
         if evict:  # each half a budget of adds evicts the oldest half
             for at in range(0, (1 if quick else 3) * MEMORY // 2, 4096):
                 memory.add(held[at % MEMORY : at % MEMORY + 4095])
@@ -187,7 +187,7 @@ def _slowest_during_rebuilds(stream, quick, evict):
         done.set()
 
     slowest, at = 0.0, 64
-    worker = threading.Thread(target=rebase)
+    worker = threading.Thread(target=rebuild)
     worker.start()
     while not done.is_set():
         t0 = time.perf_counter()

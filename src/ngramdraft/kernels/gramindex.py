@@ -27,6 +27,8 @@ A lookup bounds what it reads, so a damaged index narrows a search wrongly
 import numpy as np
 from numba import njit
 
+from .hashing import mix64
+
 MIN_COUNT = 64
 MAX_PROBE = 64
 ID_BITS = 21
@@ -43,10 +45,7 @@ def key(a, b, c):
 @njit(cache=True, nogil=True, inline="always")
 def slot(k, mask):
     """Where a key's probing starts: splitmix64's finalizer, masked."""
-    h = np.uint64(k)
-    h = (h ^ (h >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-    h = (h ^ (h >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    return np.int64((h ^ (h >> np.uint64(31))) & np.uint64(mask))
+    return np.int64(mix64(np.uint64(k)) & np.uint64(mask))
 
 
 @njit(cache=True, nogil=True, inline="always")
