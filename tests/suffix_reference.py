@@ -51,6 +51,12 @@ class Reference:
         self.src = None  # "seq" or "mem"
         self.pointer = self.agreed = self.misses = self.jumps = self.landed = self.hint = 0
         self.fresh = False
+        self.restart()
+
+    def restart(self):
+        self.div = None  # (source position, sequence position) where a copy diverged
+        self.emitting = None  # (entry, tokens of its new span written)
+        self.table = [[0, 0, 0, 0, 0] for _ in range(R.SUBSTITUTIONS)]  # R.OLD_AT .. R.SEEN
 
     def text(self, src):
         return self.seq if src == "seq" else self.mem
@@ -58,9 +64,10 @@ class Reference:
     def start(self, prompt):
         """A new sequence; the record of jumps is the drafter's and carries over."""
         self.seq, self.src, self.hint = list(prompt), None, 0
+        self.restart()
 
     def draft(self):
-        n = len(self.seq)
+        n, src = len(self.seq), self.src
         near = {"seq": self.pointer, None: self.hint}.get(self.src, -1)
         j, length = longest(self.seq, n - 1, self.seq, near)
         jm, lm = longest(
@@ -86,42 +93,106 @@ class Reference:
                 self.src, self.agreed, self.misses, self.fresh = where, 0, 0, True
         else:
             return []
+        if start != self.pointer or where != src:
+            self.emitting = None
         self.pointer = start
         out = []
-        for d in range(self.k):
-            p = start + d
-            if where == "seq":
-                t = self.seq[p] if p < n else out[p - n]
+        if where == "mem":
+            for p in range(start, min(start + self.k, len(self.mem))):
+                if self.mem[p] < 0:
+                    break
+                out.append(self.mem[p])
+            return out
+        if self.div is not None:
+            self.learn(start)
+        p, emitting = start, self.emitting
+        while len(out) < self.k:
+            q, _, p, emitting = self.walk(n, p, emitting)
+            if q < n:
+                out.append(self.seq[q])
+            elif q - n < len(out):
+                out.append(out[q - n])
             else:
-                t = self.mem[p] if p < len(self.mem) else -1
-            if t < 0:
                 break
-            out.append(t)
         return out
+
+    def walk(self, n, p, emitting):
+        """One token of a copy from the sequence at p: (its position, the entry it came
+        from or None, then p and emitting after it)."""
+        if emitting is None:
+            for e, (old_at, old_len, _, new_len, seen) in enumerate(self.table):
+                old = self.seq[old_at : old_at + old_len]
+                if seen >= R.RECUR and p + old_len < n and self.seq[p : p + old_len] == old:
+                    p += old_len
+                    emitting = (e, 0) if new_len else None
+                    break
+        if emitting is None:
+            return p, None, p + 1, None
+        e, at = emitting
+        new_at, new_len = self.table[e][2], self.table[e][3]
+        return new_at + at, e, p, (None if at + 1 == new_len else (e, at + 1))
+
+    def learn(self, start):
+        (p0, o0), n = self.div, len(self.seq)
+        if n - o0 > R.SPAN + self.k + 1:
+            self.div = None
+            return
+        back, seq = 0, self.seq
+        while back < n - o0 and back < start and seq[start - 1 - back] == seq[n - 1 - back]:
+            back += 1
+        if back == 0:
+            if n - o0 > R.SPAN:
+                self.div = None
+            return
+        self.div = None
+        old_len, new_len = start - back - p0, n - back - o0
+        if not (1 <= old_len <= R.SPAN and 0 <= new_len <= R.SPAN):
+            return
+        old, new = self.seq[p0 : p0 + old_len], self.seq[o0 : o0 + new_len]
+        for entry in self.table:
+            a, m, b, k, _ = entry
+            if (m, k) == (old_len, new_len) and (seq[a : a + m], seq[b : b + k]) == (old, new):
+                entry[4] += 1
+                return
+        slot = min(range(R.SUBSTITUTIONS), key=lambda e: (self.table[e][4], self.table[e][2]))
+        if self.emitting is not None and self.emitting[0] == slot:
+            self.emitting = None
+        self.table[slot] = [p0, old_len, o0, new_len, 1]
 
     def at(self, p):
         text = self.text(self.src)
         return text[p] if p < len(text) else -1
 
     def accept(self, tokens):
+        n = len(self.seq)
         self.seq.extend(tokens)
         if self.src is None or not tokens:
             return
-        p = self.pointer
-        if self.fresh:
-            self.fresh = False
-            self.jumps += 1
-            self.landed += self.at(p) == tokens[0]
-        for t in tokens:
-            if self.at(p) == t:
+        p, emitting = self.pointer, self.emitting
+        for i, t in enumerate(tokens):
+            if self.src == "seq":
+                q, used, after, emitting = self.walk(n, p, emitting)
+                expected = self.seq[q]
+            else:
+                q, used, after, expected = p, None, p + 1, self.at(p)
+            if self.fresh:
+                self.fresh = False
+                self.jumps += 1
+                self.landed += expected == t
+            if expected == t:
                 self.agreed, self.misses = self.agreed + 1, 0
             else:
+                if used is not None:
+                    self.table[used][4] = max(self.table[used][4] - 1, 0)
+                elif self.src == "seq" and not self.misses and self.agreed and self.div is None:
+                    self.div = (q, n + i)
                 self.misses += 1
-            p += 1
+            p = after
+        self.emitting = emitting
         if self.misses > R.RESYNC_MISSES or self.at(p) < 0:
             if self.src == "seq":
                 self.hint = p
-            self.src = None
+            self.src, self.emitting = None, None
         self.pointer = p
 
 

@@ -15,6 +15,7 @@ from ngramdraft.drafting.replay import replay_suffix
 from ngramdraft.drafting.suffix import SuffixDrafter
 from ngramdraft.kernels.chains import _hash as chain_hash
 from ngramdraft.kernels.handles import SIZES
+from ngramdraft.rules import suffix as R
 from suffix_reference import Reference
 
 
@@ -459,3 +460,76 @@ def test_a_copy_interrupted_by_new_text_resumes_near_where_it_stopped():
     d.accept(list(range(900, 906)))  # new text: the copy's pointer is lost
     d.accept([50, 51])  # three earlier "50 51"s: the pointer was lost nearest the last
     assert d.draft().tolist() == [54, 7, 2]
+
+
+def renamed(rng, base, renames):
+    """base with each old span of ``renames`` written as its new one, and edited a little."""
+    out, i = [], 0
+    while i < len(base):
+        for old, new in renames:
+            if base[i : i + len(old)] == old:
+                out += new
+                i += len(old)
+                break
+        else:
+            out.append(base[i])
+            i += 1
+    return edited(rng, out, rate=0.01)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_learned_substitutions_draft_as_the_reference(seed):
+    """Renames of 1-3 tokens into 0-3 (more than the table holds), applied everywhere."""
+    rng = np.random.default_rng(seed)
+    k = int(rng.choice([1, 4, 8, 16]))
+    drafter, reference = Drafter(n_draft=k, rules="suffix"), Reference(k)
+    applied = replaced = 0
+    for _ in range(3):
+        words = [list(rng.integers(100, 130, int(rng.integers(1, 4)))) for _ in range(24)]
+        base = [  # text that copies unambiguously, the words here and there in it
+            int(t)
+            for w in rng.choice(len(words), 60)
+            for t in (*words[w], *rng.integers(300, 900, 4))
+        ]
+        renames = [
+            ([int(t) for t in words[w]], rng.integers(200, 230, rng.integers(0, 4)).tolist())
+            for w in rng.choice(len(words), R.SUBSTITUTIONS + 4, replace=False)
+        ]
+        prompt, output = [1, 2, 3, *base, 4], renamed(rng, base, renames)
+        steps = []
+        drafter.start(prompt)
+        i = 0
+        while i < len(output):  # teacher_forced's, watching the drafter's table
+            d = [int(t) for t in drafter.draft()]
+            steps.append(d)
+            a = 0
+            while a < len(d) and i + a < len(output) and d[a] == output[i + a]:
+                a += 1
+            drafter.accept(output[i : i + a + 1])
+            i += a + 1
+            applied = max(applied, int(drafter._st[R.APPLIED]))
+            seen = drafter._st[R.LEARNED + R.SEEN :: R.ENTRY_WORDS]
+            replaced += int(np.count_nonzero(seen)) == R.SUBSTITUTIONS
+        assert steps == teacher_forced(reference, prompt, output)
+    assert applied >= 2 and replaced > 0  # the streams exercise the table
+
+
+def test_a_rename_seen_twice_is_drafted_the_third_time():
+    lines = [[10 + i, 11 + i, 500, 12 + i, 13 + i, 14 + i] for i in range(0, 60, 6)]
+    old = [t for line in lines for t in line]
+    new = [990 if t == 500 else t for t in old]
+    d = Drafter(n_draft=6, rules="suffix")
+    d.start([1, *old, 2, *new[:2]])
+    drafts = []
+    for _ in lines:  # a line a step, whatever was drafted
+        at = len(d.tokens) - len(old) - 2  # where the output stands in the copy
+        drafts.append(d.draft().tolist())
+        d.accept(new[at : at + 6])
+    # The first miss follows a jump, which proved nothing: the rename is seen at
+    # the second and third lines, and drafted from the fourth on.
+    assert [draft[0] for draft in drafts] == [500] * 3 + [990] * 7
+    assert drafts[3] == new[20:26]
+    d.rewind(6)  # what was learned goes with the tokens it was learned from
+    fresh = Drafter(n_draft=6, rules="suffix")
+    fresh.start(d.tokens)
+    assert d.draft().tolist() == fresh.draft().tolist() == [64, 65, 500, 66, 67, 68]

@@ -35,6 +35,20 @@ equalled the source's, and is dropped after ``RESYNC_MISSES`` misses in a
 row (a pointer into the sequence leaves its position as the hint for
 ties above).
 
+**Learned substitutions.** An edit that renames something replaces the
+same old tokens by the same new ones wherever they occur. When a copy
+from the sequence diverges (a token not the source's after agreeing) and
+a later draft's start finds its place again (the tokens before the start
+equal the sequence's last ones), the tokens skipped in the source (1 to
+``SPAN``) and those written instead (0 to ``SPAN``) are recorded as a
+substitution, in a table of ``SUBSTITUTIONS`` (the fewest sightings, then
+the oldest, make room). One seen ``RECUR`` times, net of the tokens it got
+wrong, is applied: a copy from the sequence reaching its old tokens (all
+earlier than the sequence's last) drafts its new ones instead, and the
+pointer walks over them the same way. A rename seen once is not applied:
+on edits that change each thing once, guessing from one sighting loses
+more than it wins (``docs/suffix.md``).
+
 5. **The corpus**, if there is one and steps 1-4 drafted nothing: its
    commonest continuation of the longest match (``kernels/suffixsearch.py``),
    restrained by the ``CORPUS_*`` constants. It sets no pointer.
@@ -62,6 +76,14 @@ kernel call with one argument:
 23-26  CORPUS_ARGS  its search's parameters (``kernels/suffixsearch.py``)
 27     HINT         where ties in the sequence go with no pointer
 28-31  CORPUS_LAST  the corpus's previous search, where the next starts
+32-33  DIVERGED     where a copy from the sequence diverged: the source's
+                    position and the sequence's (-1: no divergence pending)
+34-35  EMITTING     the substitution whose new tokens the pointer is
+                    walking (-1: none), and how many it has passed
+36     APPLIED      how many substitutions are seen enough to be applied
+40-79  LEARNED      the substitutions, 5 words each: the old tokens'
+                    position in the sequence and count, the new ones',
+                    and the sightings net of misses
 =====  ===========  ==================================================
 """
 
@@ -77,7 +99,9 @@ SEQ_INDEX, MEM_INDEX, OUT, CORPUS_TEXT, CORPUS_SA, CORPUS_BUCKETS, CORPUS_GRAMS 
     11, 12, 13, 15, 17, 19, 21
 )  # fmt: skip
 CORPUS_ARGS, HINT, CORPUS_LAST = 23, 27, 28
-STATE_WORDS = 32
+DIVERGED, EMITTING, APPLIED, LEARNED = 32, 34, 36, 40
+OLD_AT, OLD_LEN, NEW_AT, NEW_LEN, SEEN = range(5)
+ENTRY_WORDS = 5
 NONE, SEQ, MEM = 0, 1, 2
 
 MIN_MATCH_DEFAULT = 2
@@ -87,6 +111,10 @@ TRUST = 4
 WINDOW = 12
 LONG = 8
 RELIABLE = 0.3
+SPAN = 16
+SUBSTITUTIONS = 16
+RECUR = 2
+STATE_WORDS = LEARNED + SUBSTITUTIONS * ENTRY_WORDS
 # The corpus (``kernels/suffixsearch.py``), asked when neither the sequence nor
 # the earlier requests draft: a match of this many tokens, a continuation
 # that follows this many of its occurrences and this share (percent) of them
@@ -98,22 +126,141 @@ CORPUS_MIN_SHARE = 50
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _copy(text, tn, start, out, k, overlap):
-    """Up to k tokens of text from start into out; past tn, from out itself if overlap."""
+def _copy(text, tn, start, out, k):
+    """Up to k tokens of the earlier requests from start into out (a request's end stops it)."""
     d = 0
-    while d < k:
-        p = start + d
-        if p < tn:
-            t = text[p]
-        elif overlap:
-            t = out[p - tn]
-        else:
-            break
-        if t < 0:  # a separator between earlier requests
-            break
-        out[d] = t
+    while d < k and start + d < tn and text[start + d] >= 0:  # -1: a separator
+        out[d] = text[start + d]
         d += 1
     return d
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _copy_seq(seq, n, st, start, out, k):
+    """Up to k tokens copied from the sequence at start, learned substitutions applied; past
+    its end, from out itself, as LZ77's copies run into what they write."""
+    p, sub, at = start, st[EMITTING], st[EMITTING + 1]
+    d = 0
+    while d < k:
+        q, _, p, sub, at = _walk(seq, n, st, p, sub, at)
+        if q < n:
+            out[d] = seq[q]
+        elif q - n < d:
+            out[d] = out[q - n]
+        else:
+            break
+        d += 1
+    return d
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _walk(seq, n, st, p, sub, at):
+    """One token of a copy from the sequence: (its position, the substitution it came from
+    or -1, then p, sub and at after it).
+
+    p is the source's position; sub and at the substitution whose new tokens
+    are being written and how many are (``EMITTING``). A substitution applies
+    where its old tokens start at p and end before n, the sequence's length
+    when the copy was drafted: so drafting and following walk alike.
+    """
+    if sub < 0 and st[APPLIED] > 0:
+        sub, at = _substituted(seq, n, st, p), 0
+        if sub >= 0:
+            e = LEARNED + sub * ENTRY_WORDS
+            p += st[e + OLD_LEN]
+            if st[e + NEW_LEN] == 0:  # a deletion writes nothing
+                sub = -1
+    if sub < 0:
+        return p, -1, p + 1, sub, at
+    e = LEARNED + sub * ENTRY_WORDS
+    q, used = st[e + NEW_AT] + at, sub
+    at += 1
+    if at == st[e + NEW_LEN]:
+        sub = -1
+    return q, used, p, sub, at
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _same(seq, a, b, length):
+    i = 0
+    while i < length and seq[a + i] == seq[b + i]:
+        i += 1
+    return i == length
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _substituted(seq, n, st, p):
+    """The applied substitution whose old tokens start at p and end before n; -1 if none."""
+    for s in range(SUBSTITUTIONS):
+        e = LEARNED + s * ENTRY_WORDS
+        m = st[e + OLD_LEN]
+        if st[e + SEEN] >= RECUR and p + m < n and _same(seq, st[e + OLD_AT], p, m):
+            return s
+    return -1
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _learn(seq, n, st, start):
+    """Record the pending divergence as a substitution if a copy from start has found its
+    place again: the tokens before start equal the sequence's last (module's doc)."""
+    p0, o0 = st[DIVERGED], st[DIVERGED + 1]
+    # A draft since the divergence that was accepted whole (n_draft and the model's token)
+    # ends at most this far on; farther, drafts from elsewhere came between.
+    if n - o0 > SPAN + st[N_DRAFT] + 1:
+        st[DIVERGED + 1] = -1
+        return
+    back = 0
+    while back < n - o0 and back < start and seq[start - 1 - back] == seq[n - 1 - back]:
+        back += 1
+    if back == 0:  # the last token missed: not in step yet
+        if n - o0 > SPAN:  # and the span written instead is already too long to record
+            st[DIVERGED + 1] = -1
+        return
+    st[DIVERGED + 1] = -1
+    old_len, new_len = start - back - p0, n - back - o0
+    if 1 <= old_len <= SPAN and 0 <= new_len <= SPAN:
+        _record(seq, st, p0, old_len, o0, new_len)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _record(seq, st, old_at, old_len, new_at, new_len):
+    """One more sighting of old -> new: its entry's, else a new entry in place of the one
+    seen fewest times (then the oldest)."""
+    slot = -1
+    for s in range(SUBSTITUTIONS):
+        e = LEARNED + s * ENTRY_WORDS
+        if (
+            st[e + OLD_LEN] == old_len
+            and st[e + NEW_LEN] == new_len
+            and _same(seq, st[e + OLD_AT], old_at, old_len)
+            and _same(seq, st[e + NEW_AT], new_at, new_len)
+        ):
+            st[e + SEEN] += 1
+            _count_applied(st)
+            return
+        f = LEARNED + slot * ENTRY_WORDS
+        if (
+            slot < 0
+            or st[e + SEEN] < st[f + SEEN]
+            or (st[e + SEEN] == st[f + SEEN] and st[e + NEW_AT] < st[f + NEW_AT])
+        ):
+            slot = s
+    if st[EMITTING] == slot:
+        st[EMITTING] = -1
+    e = LEARNED + slot * ENTRY_WORDS
+    st[e + OLD_AT], st[e + OLD_LEN], st[e + NEW_AT], st[e + NEW_LEN] = (
+        old_at, old_len, new_at, new_len
+    )  # fmt: skip
+    st[e + SEEN] = 1
+    _count_applied(st)
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _count_applied(st):
+    c = 0
+    for s in range(SUBSTITUTIONS):
+        c += st[LEARNED + s * ENTRY_WORDS + SEEN] >= RECUR
+    st[APPLIED] = c
 
 
 @njit(cache=True, nogil=True)
@@ -168,48 +315,60 @@ def _draft(seq, seq_prev, seq_head, mem, mem_prev, mem_head, st, out):
             st[FROM], st[AGREED], st[MISSES], st[FRESH] = where, 0, 0, 1
     else:
         return 0
+    if start != st[POINTER] or where != src:
+        st[EMITTING] = -1  # the copy starts afresh, not inside a substitution
     st[POINTER] = start
     if where == SEQ:
-        return _copy(seq, n, start, out, k, True)
-    return _copy(mem, st[MEM_N], start, out, k, False)
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _at(seq, mem, st, src, p):
-    """The pointer's source token at p (-1 past the earlier requests' end)."""
-    if src == SEQ:
-        return seq[p]  # p is below the position of the token it stands for
-    return mem[p] if p < st[MEM_N] else -1
+        if st[DIVERGED + 1] >= 0:
+            _learn(seq, n, st, start)
+        return _copy_seq(seq, n, st, start, out, k)
+    return _copy(mem, st[MEM_N], start, out, k)
 
 
 @njit(cache=True, nogil=True)
-def follow(seq, mem, st, new):
-    """Move the pointer over the accepted tokens ``new`` (already appended to seq at st[N])."""
+def follow(seq, mem, st, new, n):
+    """Move the pointer over the accepted tokens ``new`` (already appended to seq at n)."""
     src = st[FROM]
     if src == NONE or new.shape[0] == 0:
         return
-    p = st[POINTER]
-    if st[FRESH]:  # the first token after a jump: did it land?
-        st[FRESH] = 0
-        st[JUMPS] += 1
-        st[LANDED] += _at(seq, mem, st, src, p) == new[0]
-    for t in new:
-        if _at(seq, mem, st, src, p) == t:
+    p, sub, at = st[POINTER], st[EMITTING], st[EMITTING + 1]
+    for i in range(new.shape[0]):
+        if src == SEQ:
+            q, used, p_next, sub, at = _walk(seq, n, st, p, sub, at)
+            expected = seq[q]  # q is below n + i, the position of the token it stands for
+        else:
+            q, used, p_next = p, -1, p + 1
+            expected = mem[p] if p < st[MEM_N] else -1
+        if st[FRESH]:  # the first token after a jump: did it land?
+            st[FRESH] = 0
+            st[JUMPS] += 1
+            st[LANDED] += expected == new[i]
+        if expected == new[i]:
             st[AGREED] += 1
             st[MISSES] = 0
         else:
+            if used >= 0:  # a substitution got a token wrong: one sighting fewer
+                e = LEARNED + used * ENTRY_WORDS + SEEN
+                st[e] = max(st[e] - 1, 0)
+                _count_applied(st)
+            elif src == SEQ and st[MISSES] == 0 and st[AGREED] > 0 and st[DIVERGED + 1] < 0:
+                st[DIVERGED], st[DIVERGED + 1] = q, n + i
             st[MISSES] += 1
-        p += 1
-    if st[MISSES] > RESYNC_MISSES or _at(seq, mem, st, src, p) < 0:
-        st[FROM] = NONE  # lost its place, or past that request's end
+        p = p_next
+    st[EMITTING], st[EMITTING + 1] = sub, at
+    if st[MISSES] > RESYNC_MISSES or (src == MEM and (p >= st[MEM_N] or mem[p] < 0)):
+        st[FROM], st[EMITTING] = NONE, -1  # lost its place, or past that request's end
         if src == SEQ:
             st[HINT] = p
     st[POINTER] = p
 
 
 def restart(st):
-    """Drop the pointer, its hint and the corpus's last search: a sequence's start."""
+    """Drop the pointer, its hint, what was learned and the corpus's last search: a
+    sequence's start."""
     st[FROM], st[HINT], st[CORPUS_LAST + LAST_N] = NONE, 0, -1
+    st[DIVERGED + 1], st[EMITTING], st[APPLIED] = -1, -1, 0
+    st[LEARNED:] = 0
 
 
 @njit(cache=True, nogil=True)
@@ -221,5 +380,5 @@ def accept_step(st, new):
     st[MEM_N] = mem_h[POSITIONS_N]
     seq[n : n + new.shape[0]] = new
     file_positions(seq, SIZES, seq_prev, seq_head, n, n + new.shape[0])
-    follow(seq, mem, st, new)
+    follow(seq, mem, st, new, n)
     st[N] = seq_h[POSITIONS_N] = n + new.shape[0]
