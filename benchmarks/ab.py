@@ -2,7 +2,7 @@
 
     python benchmarks/ab.py --before ../base/src --after src [--rounds 5] [--quick]
         [--probes replay,drafter,batch,suffix-corpus,suffix-batch,suffix-sync,suffix-replay,
-                  suffix-start,suffix-rebase,suffix-evict]
+                  suffix-start,suffix-rebase,suffix-evict,suffix-edit]
 
 Each round runs every (variant, probe) pair in a process of its own, the
 variants' order alternating from round to round, so that both see the same
@@ -32,7 +32,10 @@ checkouts must have:
   replaces them with ``hold``, as a save does after another process saved
   the requests file: ms;
 * ``suffix-evict``: the same while another thread adds 4,096-token
-  sequences to the full memory, evicting the oldest half three times: ms.
+  sequences to the full memory, evicting the oldest half three times: ms;
+* ``suffix-edit``: a ``rules="suffix"`` Drafter (n_draft 16) teacher-forced
+  over ``e2e.py``'s rename request (10,000 output tokens), where the
+  substitutions it learns are applied: us per output token.
 
 Each process first runs its probe once untimed (kernel loading; a checkout's
 first process compiles). Results: medians and ranges over rounds,
@@ -64,6 +67,7 @@ PROBES = {
     "suffix-start": None,
     "suffix-rebase": None,
     "suffix-evict": None,
+    "suffix-edit": None,
 }
 LONG_PROMPT = 1 << 16
 MEMORY = 1 << 20
@@ -83,6 +87,8 @@ def probe(name, corpus_path, tokens_path, quick):
         return result.t_draft_ms * 1000 / result.n_predict
     if name == "suffix-start":
         return _start_finish(stream, quick)
+    if name == "suffix-edit":
+        return _edit_per_token(quick)
     if name in ("suffix-rebase", "suffix-evict"):
         return _slowest_during_rebuilds(stream, quick, evict=name == "suffix-evict")
     if name in ("suffix-batch", "suffix-sync"):
@@ -125,6 +131,29 @@ def _per_row(batch, stream, quick, sync=False):
         if step >= 10:  # the first steps load the kernels
             timed += time.perf_counter() - t0
     return 1e6 * timed / ((steps - 10) * BATCH)
+
+
+def _edit_per_token(quick):
+    """us per output token of e2e.py's rename request, teacher-forced (16-token drafts)."""
+    import e2e
+    from ngramdraft import Drafter
+
+    [(prompt, output)] = e2e.edit(2_000 if quick else 10_000)
+    output = [int(t) for t in output]
+    drafter, timed, rounds = Drafter(rules="suffix", n_draft=16), 0.0, 2 if quick else 6
+    for r in range(rounds):
+        t0 = time.perf_counter()
+        drafter.start(prompt)
+        i = 0
+        while i < len(output):
+            draft, a = drafter.draft(), 0
+            while a < len(draft) and i + a < len(output) and draft[a] == output[i + a]:
+                a += 1
+            drafter.accept(output[i : i + a + 1])
+            i += a + 1
+        if r:  # the first loads the kernels
+            timed += time.perf_counter() - t0
+    return 1e6 * timed / ((rounds - 1) * len(output))
 
 
 def _per_call(drafter, stream, quick):
@@ -286,6 +315,7 @@ def main():
         "suffix-start": "us per prompt token",
         "suffix-rebase": "ms, the slowest draft()+accept()",
         "suffix-evict": "ms, the slowest draft()+accept()",
+        "suffix-edit": "us per output token",
     }
     lines = [
         f"# A/B: {variants['before']} vs {variants['after']}",

@@ -82,3 +82,4 @@ def test_ab_times_the_suffix_rules(tmp_path):
     assert ab.probe("suffix-start", "-", stream, quick=True) > 0
     assert ab.probe("suffix-rebase", "-", stream, quick=True) > 0
     assert ab.probe("suffix-evict", "-", stream, quick=True) > 0
+    assert ab.probe("suffix-edit", "-", stream, quick=True) > 0
