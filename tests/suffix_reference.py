@@ -183,7 +183,7 @@ class Reference:
                 self.agreed, self.misses = self.agreed + 1, 0
             else:
                 if used is not None:
-                    self.table[used][4] = max(self.table[used][4] - 1, 0)
+                    self.table[used][4] = 0
                 elif self.src == "seq" and not self.misses and self.agreed and self.div is None:
                     self.div = (q, n + i)
                 self.misses += 1

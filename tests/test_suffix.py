@@ -463,11 +463,12 @@ def test_a_copy_interrupted_by_new_text_resumes_near_where_it_stopped():
 
 
 def renamed(rng, base, renames):
-    """base with each old span of ``renames`` written as its new one, and edited a little."""
+    """base with each old span of ``renames`` written as its new one (but one in five left
+    as it was), and edited a little."""
     out, i = [], 0
     while i < len(base):
         for old, new in renames:
-            if base[i : i + len(old)] == old:
+            if base[i : i + len(old)] == old and rng.random() < 0.8:
                 out += new
                 i += len(old)
                 break
@@ -483,7 +484,7 @@ def test_learned_substitutions_draft_as_the_reference(seed):
     rng = np.random.default_rng(seed)
     k = int(rng.choice([1, 4, 8, 16]))
     drafter, reference = Drafter(n_draft=k, rules="suffix"), Reference(k)
-    applied = replaced = 0
+    applied = replaced = forgotten = 0
     for _ in range(3):
         words = [list(rng.integers(100, 130, int(rng.integers(1, 4)))) for _ in range(24)]
         base = [  # text that copies unambiguously, the words here and there in it
@@ -496,7 +497,7 @@ def test_learned_substitutions_draft_as_the_reference(seed):
             for w in rng.choice(len(words), R.SUBSTITUTIONS + 4, replace=False)
         ]
         prompt, output = [1, 2, 3, *base, 4], renamed(rng, base, renames)
-        steps = []
+        steps, before = [], np.zeros(R.SUBSTITUTIONS, dtype=np.int64)
         drafter.start(prompt)
         i = 0
         while i < len(output):  # teacher_forced's, watching the drafter's table
@@ -508,10 +509,13 @@ def test_learned_substitutions_draft_as_the_reference(seed):
             drafter.accept(output[i : i + a + 1])
             i += a + 1
             applied = max(applied, int(drafter._st[R.APPLIED]))
-            seen = drafter._st[R.LEARNED + R.SEEN :: R.ENTRY_WORDS]
+            table = drafter._st[R.LEARNED :].reshape(-1, R.ENTRY_WORDS)
+            seen = table[:, R.SEEN].copy()
             replaced += int(np.count_nonzero(seen)) == R.SUBSTITUTIONS
+            forgotten += int(np.any((before >= R.RECUR) & (seen == 0)))
+            before = seen
         assert steps == teacher_forced(reference, prompt, output)
-    assert applied >= 2 and replaced > 0  # the streams exercise the table
+    assert applied >= 2 and replaced and forgotten  # the streams exercise the table
 
 
 def test_a_rename_seen_twice_is_drafted_the_third_time():

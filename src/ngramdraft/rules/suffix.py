@@ -42,8 +42,8 @@ a later draft's start finds its place again (the tokens before the start
 equal the sequence's last ones), the tokens skipped in the source (1 to
 ``SPAN``) and those written instead (0 to ``SPAN``) are recorded as a
 substitution, in a table of ``SUBSTITUTIONS`` (the fewest sightings, then
-the oldest, make room). One seen ``RECUR`` times, net of the tokens it got
-wrong, is applied: a copy from the sequence reaching its old tokens (all
+the oldest, make room). One seen ``RECUR`` times since it last got a token
+wrong is applied: a copy from the sequence reaching its old tokens (all
 earlier than the sequence's last) drafts its new ones instead, and the
 pointer walks over them the same way. A rename seen once is not applied:
 on edits that change each thing once, guessing from one sighting loses
@@ -83,7 +83,7 @@ kernel call with one argument:
 36     APPLIED      how many substitutions are seen enough to be applied
 40-79  LEARNED      the substitutions, 5 words each: the old tokens'
                     position in the sequence and count, the new ones',
-                    and the sightings net of misses
+                    and the sightings since it last missed
 =====  ===========  ==================================================
 """
 
@@ -347,9 +347,9 @@ def follow(seq, mem, st, new, n):
             st[AGREED] += 1
             st[MISSES] = 0
         else:
-            if used >= 0:  # a substitution got a token wrong: one sighting fewer
+            if used >= 0:  # a substitution got a token wrong: seen anew before it applies again
                 e = LEARNED + used * ENTRY_WORDS + SEEN
-                st[e] = max(st[e] - 1, 0)
+                st[e] = 0
                 _count_applied(st)
             elif src == SEQ and st[MISSES] == 0 and st[AGREED] > 0 and st[DIVERGED + 1] < 0:
                 st[DIVERGED], st[DIVERGED + 1] = q, n + i
