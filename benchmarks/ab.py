@@ -1,8 +1,8 @@
 """Two checkouts side by side: replay, one Drafter and a BatchDrafter, in fresh processes.
 
     python benchmarks/ab.py --before ../base/src --after src [--rounds 5] [--quick]
-        [--probes replay,drafter,batch,suffix-corpus,suffix-batch,suffix-sync,suffix-replay,
-                  suffix-start,suffix-rebase,suffix-evict,suffix-edit]
+        [--probes replay,drafter,batch,suffix-corpus,suffix-long,suffix-batch,suffix-sync,
+                  suffix-replay,suffix-start,suffix-rebase,suffix-evict,suffix-edit]
 
 Each round runs every (variant, probe) pair in a process of its own, the
 variants' order alternating from round to round, so that both see the same
@@ -19,6 +19,8 @@ checkouts must have:
   draft(all) and accept(all, one token each) per step: us per sequence-step;
 * ``suffix-corpus``: as ``drafter``, with ``rules="suffix"`` and the 541 MB
   corpus's suffix file (its warm-up over before the clock starts);
+* ``suffix-long``: as ``suffix-corpus``, the drafter started with a
+  65,536-token prompt (a long context, as ``context_cost.py``'s 64k);
 * ``suffix-batch``: as ``batch``, with ``rules="suffix"`` (no corpus);
 * ``suffix-sync``: as ``suffix-batch``, told each step's tokens as vLLM's
   proposer tells them: ``sync`` with the engine's table of whole sequences;
@@ -61,6 +63,7 @@ PROBES = {
     "drafter": "static",
     "batch": "static",
     "suffix-corpus": "suffix",
+    "suffix-long": "suffix",
     "suffix-batch": None,
     "suffix-sync": None,
     "suffix-replay": None,
@@ -94,10 +97,13 @@ def probe(name, corpus_path, tokens_path, quick):
     if name in ("suffix-batch", "suffix-sync"):
         batch = BatchDrafter(rules="suffix", max_seqs=BATCH)
         return _per_row(batch, stream, quick, sync=name == "suffix-sync")
-    if name == "suffix-corpus":
+    if name in ("suffix-corpus", "suffix-long"):
         corpus = SuffixCorpus.open(corpus_path)
         corpus.prefault().wait()
-        return _per_call(Drafter(rules="suffix", static=corpus), stream, quick)
+        drafter = Drafter(rules="suffix", static=corpus)
+        if name == "suffix-long":
+            return _per_call_long(drafter, stream, quick)
+        return _per_call(drafter, stream, quick)
     static = StaticCache.open(corpus_path)
     static.prefault().done.wait()
     if name == "replay":
@@ -154,6 +160,22 @@ def _edit_per_token(quick):
         if r:  # the first loads the kernels
             timed += time.perf_counter() - t0
     return 1e6 * timed / ((rounds - 1) * len(output))
+
+
+def _per_call_long(drafter, stream, quick):
+    """us per draft() + accept() of one token after a LONG_PROMPT-token prompt (half the
+    stream, if that is shorter), teacher-forced over the stream's next tokens, the first
+    thousand untimed (kernel loading)."""
+    cut = min(LONG_PROMPT, len(stream) // 2)
+    prompt, rest = stream[:cut], stream[cut:].tolist()
+    rest = rest[: (5_000 if quick else 40_000) + 1000]
+    drafter.start(prompt)
+    for i, token in enumerate(rest):
+        if i == 1000:
+            t0 = time.perf_counter()
+        drafter.draft()
+        drafter.accept([token])
+    return 1e6 * (time.perf_counter() - t0) / (len(rest) - 1000)
 
 
 def _per_call(drafter, stream, quick):
@@ -309,6 +331,7 @@ def main():
         "drafter": "us per draft()+accept()",
         "batch": f"us per sequence-step ({BATCH} sequences)",
         "suffix-corpus": "us per draft()+accept()",
+        "suffix-long": "us per draft()+accept(), 64k context",
         "suffix-batch": f"us per sequence-step ({BATCH} sequences)",
         "suffix-sync": f"us per sequence-step ({BATCH} sequences)",
         "suffix-replay": "us per replayed token",

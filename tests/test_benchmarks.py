@@ -76,6 +76,7 @@ def test_ab_times_the_suffix_rules(tmp_path):
     stream = tmp_path / "stream.npy"
     np.save(stream, rng.integers(0, 50, 3 * 4096).astype(np.int32))
     assert ab.probe("suffix-corpus", tmp_path / "c.ngd", stream, quick=True) > 0
+    assert ab.probe("suffix-long", tmp_path / "c.ngd", stream, quick=True) > 0
     assert ab.probe("suffix-batch", "-", stream, quick=True) > 0
     assert ab.probe("suffix-sync", "-", stream, quick=True) > 0
     assert ab.probe("suffix-replay", "-", stream, quick=True) > 0

@@ -14,6 +14,7 @@ from ngramdraft.drafting.policy import CostAwareLength
 from ngramdraft.drafting.replay import replay_suffix
 from ngramdraft.drafting.suffix import SuffixDrafter
 from ngramdraft.kernels.chains import _hash as chain_hash
+from ngramdraft.kernels.chains import longest_match
 from ngramdraft.kernels.handles import SIZES
 from ngramdraft.rules import suffix as R
 from suffix_reference import Reference
@@ -130,6 +131,28 @@ def test_positions_are_filed_as_one_at_a_time_filing_would():
                 prev[lv, i], head[lv, h] = head[lv, h], i
     assert np.array_equal(index.head, head)
     assert np.array_equal(index.prev[:, : len(text)], prev)
+
+
+def test_a_floor_on_the_match_changes_only_what_is_below_it():
+    """``longest_match(..., shortest)``, which skips the short sizes' chains, finds what the
+    full search finds when that is at least ``shortest`` long, and nothing otherwise."""
+    rng = np.random.default_rng(11)
+    base = rng.integers(0, 6, 400).astype(np.int32)  # short repeats, chains of every size
+    text = np.concatenate([base, base[50:90], rng.integers(0, 6, 200).astype(np.int32)])
+    index = PositionIndex()
+    index.append(text)
+    found = set()
+    for pn in range(8, len(text), 7):
+        full = longest_match(
+            text, pn - 1, SIZES, index.prev, index.head, text, pn, MAX_MATCH, 32, -1, 0
+        )
+        for shortest in (2, 3, 4, 5, 8, 9):
+            floored = longest_match(
+                text, pn - 1, SIZES, index.prev, index.head, text, pn, MAX_MATCH, 32, -1, shortest
+            )
+            assert floored == (full if full[1] >= shortest else (-1, 0))
+            found.add(full[1] >= shortest)
+    assert found == {True, False}
 
 
 def test_a_memory_rebuilds_its_index_without_its_lock(monkeypatch):

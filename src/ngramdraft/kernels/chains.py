@@ -82,12 +82,17 @@ def unfile_positions(text, sizes, prev, head, start, stop):
 
 
 @njit(cache=True, nogil=True)
-def longest_match(text, limit, sizes, prev, head, pattern, pn, max_match, max_chain, near):
+def longest_match(
+    text, limit, sizes, prev, head, pattern, pn, max_match, max_chain, near, shortest
+):
     """(end, length) of the longest match of pattern[:pn]'s suffix ending before ``limit``.
 
     ``end`` is the match's last position in ``text`` (its continuation starts
     at end + 1), -1 if no size finds one. Ties in length go to the end whose
-    continuation is nearest ``near`` (>= 0), else to the latest.
+    continuation is nearest ``near`` (>= 0), else to the latest. A caller
+    that needs ``shortest`` tokens or more is told of no shorter match, and
+    the sizes below the largest that is at most ``shortest`` are not walked
+    (a match that long ends in that size's n-gram, so its chain holds it).
     """
     mask = head.shape[1] - 1
     for lv in range(sizes.shape[0] - 1, -1, -1):
@@ -110,8 +115,10 @@ def longest_match(text, limit, sizes, prev, head, pattern, pn, max_match, max_ch
                         if gap == 0 and n >= min(max_match, pn):  # nothing can beat it
                             break
             j = prev[lv, j]
-        if best >= 0:
+        if best >= 0 and best_len >= shortest:
             return best, best_len
+        if best >= 0 or m <= shortest:
+            break
     return -1, 0
 
 

@@ -287,12 +287,17 @@ def _draft(seq, seq_prev, seq_head, mem, mem_prev, mem_head, st, out):
     src = st[FROM]
     near_seq = st[POINTER] if src == SEQ else (st[HINT] if src == NONE else -1)
     near_mem = st[POINTER] if src == MEM else -1
+    gated = (st[LANDED] + 1) < RELIABLE * (st[JUMPS] + 2)
+    # With no pointer every draft is a jump: shorter matches than it may take are not
+    # looked for (on prose, the commonest case, the chains of 2- and 4-grams are long).
+    shortest = max(st[MIN_MATCH], LONG if gated else 0) if src == NONE else 0
     j, length = longest_match(
-        seq, n - 1, sizes, seq_prev, seq_head, seq, n, max_match, max_chain, near_seq
+        seq, n - 1, sizes, seq_prev, seq_head, seq, n, max_match, max_chain, near_seq, shortest
     )
     jm, length_m = longest_match(
-        mem, st[MEM_N] - 1, sizes, mem_prev, mem_head, seq, n, max_match, max_chain, near_mem
-    )
+        mem, st[MEM_N] - 1, sizes, mem_prev, mem_head, seq, n, max_match, max_chain, near_mem,
+        shortest,
+    )  # fmt: skip
     where, start = NONE, -1
     if length_m > length:
         j, length, where = jm, length_m, MEM
@@ -310,7 +315,7 @@ def _draft(seq, seq_prev, seq_head, mem, mem_prev, mem_head, st, out):
     elif jumpable:
         start = j + 1
         if src != where or start != st[POINTER]:  # a jump: the new source has proved nothing
-            if length < LONG and (st[LANDED] + 1) < RELIABLE * (st[JUMPS] + 2):
+            if length < LONG and gated:
                 return 0
             st[FROM], st[AGREED], st[MISSES], st[FRESH] = where, 0, 0, 1
     else:
