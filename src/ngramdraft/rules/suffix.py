@@ -81,7 +81,7 @@ kernel call with one argument:
 34-35  EMITTING     the substitution whose new tokens the pointer is
                     walking (-1: none), and how many it has passed
 36     APPLIED      how many substitutions are seen enough to be applied
-40-79  LEARNED      the substitutions, 5 words each: the old tokens'
+40-119 LEARNED      the substitutions, 5 words each: the old tokens'
                     position in the sequence and count, the new ones',
                     and the sightings since it last missed
 =====  ===========  ==================================================
