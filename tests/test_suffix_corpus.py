@@ -1,6 +1,7 @@
 """The suffix rules' corpus: the sort, the build, the search and the file, against brute force."""
 
 import json
+import os
 
 import numpy as np
 import pytest
@@ -470,3 +471,34 @@ def test_batch_rows_share_the_corpus(tmp_path):
         assert drafts[i, : lengths[i]].tolist() == alone.draft().tolist()
     assert lengths.sum() > 0
     assert batch.static is not None
+
+
+def test_the_suffix_rules_run_as_plain_python(tmp_path):
+    """The coverage command runs the kernels with NUMBA_DISABLE_JIT=1. Before this test, the
+    suffix rules' state failed there (a handle's address could not become a pointer), and
+    the corpus's n-gram index missed every key (an int32 token shifted past its 32 bits)."""
+    import subprocess
+    import sys
+
+    script = """
+import numpy as np
+from ngramdraft import Drafter, SuffixCorpus
+from ngramdraft.kernels import gramindex
+tokens = np.tile(np.arange(3, 40, dtype=np.int32), 100)
+SuffixCorpus.build(tokens, "c.ngd")
+corpus = SuffixCorpus.open("c.ngd")
+pattern = np.array([3, 4], dtype=np.int32)  # as the search reads a sequence's tokens
+lo, hi = gramindex.lookup(corpus.grams, len(corpus.sa), pattern[0], pattern[1], -1)
+assert hi - lo == 100, (lo, hi)
+assert gramindex.key(*pattern, np.int32(5)) == gramindex.key(3, 4, 5)  # as a compiled build's
+d = Drafter(rules="suffix", static=corpus, n_draft=4)
+d.start([1, 2, 3, 4, 5])
+assert d.draft().tolist() == [6, 7, 8, 9], d.draft()  # from the corpus, through its index
+d.accept([6, 99, 1, 2])
+assert d.draft().tolist() == [3, 4, 5, 6], d.draft()  # from the sequence
+"""
+    env = {**os.environ, "NUMBA_DISABLE_JIT": "1"}
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
+    assert done.returncode == 0, done.stderr[-2000:]

@@ -39,6 +39,9 @@ GRAMS = (2, 3)  # the lengths indexed, in the order they are inserted (the rows 
 @njit(cache=True, nogil=True, inline="always")
 def key(a, b, c):
     """An n-gram's key: (a, b) with c = -1, or (a, b, c); never 0."""
+    # int64 first: a token read from an int32 array would shift out of its 32 bits in
+    # Python (a coverage run), where numba widens it.
+    a, b, c = np.int64(a), np.int64(b), np.int64(c)
     return ((a + 1) << (2 * ID_BITS)) | ((b + 1) << ID_BITS) | (c + 1)
 
 

@@ -28,8 +28,10 @@ new one whenever an array is replaced (a table grows);
 ``drafting/state.py`` does both for a drafter's state.
 """
 
+import ctypes
+
 import numpy as np
-from numba import carray, njit, types
+from numba import carray, config, njit, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
@@ -44,14 +46,23 @@ POSITIONS_N = 6
 SIZES = np.array([2, 4, 8], dtype=np.int64)  # a PositionIndex's n-gram sizes: prev's, head's rows
 
 
-@intrinsic
-def _pointer(typingctx, address):
-    """The int64 ``address`` as a void pointer, for numba.carray."""
+if config.DISABLE_JIT:  # coverage runs the kernels as Python, where carray takes ctypes'
+    _NOWHERE = ctypes.create_string_buffer(8)  # what an empty array's null address reads
 
-    def codegen(context, builder, signature, args):
-        return builder.inttoptr(args[0], cgutils.voidptr_t)
+    def _pointer(address):
+        """The int64 ``address`` as a void pointer, for numba.carray."""
+        return ctypes.c_void_p(int(address) or ctypes.addressof(_NOWHERE))
 
-    return types.voidptr(types.int64), codegen
+else:
+
+    @intrinsic
+    def _pointer(typingctx, address):
+        """The int64 ``address`` as a void pointer, for numba.carray."""
+
+        def codegen(context, builder, signature, args):
+            return builder.inttoptr(args[0], cgutils.voidptr_t)
+
+        return types.voidptr(types.int64), codegen
 
 
 def _put(out: np.ndarray, at: int, arrays: tuple[np.ndarray, ...]) -> None:
