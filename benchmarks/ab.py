@@ -36,8 +36,8 @@ checkouts must have:
 * ``suffix-evict``: the same while another thread adds 4,096-token
   sequences to the full memory, evicting the oldest half three times: ms;
 * ``suffix-edit``: a ``rules="suffix"`` Drafter (n_draft 16) teacher-forced
-  over ``e2e.py``'s rename request (10,000 output tokens), where the
-  substitutions it learns are applied: us per output token.
+  by ``drafting.py`` over ``e2e.py``'s rename request (10,000 output tokens),
+  where the substitutions it learns are applied: us per output token.
 
 Each process first runs its probe once untimed (kernel loading; a checkout's
 first process compiles). Results: medians and ranges over rounds,
@@ -140,26 +140,14 @@ def _per_row(batch, stream, quick, sync=False):
 
 
 def _edit_per_token(quick):
-    """us per output token of e2e.py's rename request, teacher-forced (16-token drafts)."""
+    """us per output token of e2e.py's rename request, teacher-forced (16-token drafts) by
+    drafting.py, whose clock times the draft and accept calls."""
+    import drafting
     import e2e
-    from ngramdraft import Drafter
 
-    [(prompt, output)] = e2e.edit(2_000 if quick else 10_000)
-    output = [int(t) for t in output]
-    drafter, timed, rounds = Drafter(rules="suffix", n_draft=16), 0.0, 2 if quick else 6
-    for r in range(rounds):
-        t0 = time.perf_counter()
-        drafter.start(prompt)
-        i = 0
-        while i < len(output):
-            draft, a = drafter.draft(), 0
-            while a < len(draft) and i + a < len(output) and draft[a] == output[i + a]:
-                a += 1
-            drafter.accept(output[i : i + a + 1])
-            i += a + 1
-        if r:  # the first loads the kernels
-            timed += time.perf_counter() - t0
-    return 1e6 * timed / ((rounds - 1) * len(output))
+    requests = e2e.edit(2_000 if quick else 10_000)
+    runs = [drafting.run("edit", "suffix", 16, requests) for _ in range(2 if quick else 6)]
+    return statistics.mean(run["us_per_token"] for run in runs[1:])  # the first loads kernels
 
 
 def _per_call_long(drafter, stream, quick):

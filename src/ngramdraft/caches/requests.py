@@ -75,12 +75,16 @@ class RequestMemory:
                     kept = _newest(self.index.tokens, self.max_tokens // 2 - len(ended))
                 else:  # past the arrays: all of it, in larger ones
                     kept = self.index.tokens.copy()
-            fresh = self._index_of(np.concatenate([kept, ended]))
+            held = np.concatenate([kept, ended])
+            fresh, top = self._index_of(held), int(held.max())
             with self.lock:
-                fresh.append(self.index.tokens[seen:].copy())  # added while it was built
+                added = self.index.tokens[seen:].copy()  # added while it was built
+                fresh.append(added)
+                top = max(top, int(added.max(initial=-1)))
                 if len(fresh.tokens) > self.max_tokens:  # more than the budget meanwhile
                     fresh = self._index_of(_newest(fresh.tokens, self.max_tokens // 2))
-                self._take(fresh)
+                    top = int(fresh.tokens.max(initial=-1))
+                self._take(fresh, top)
 
     def _index_of(self, tokens: np.ndarray) -> PositionIndex:
         """An index of ``tokens`` with room for as many again, up to the budget, so that
@@ -96,11 +100,12 @@ class RequestMemory:
         self.max_token = max(self.max_token, int(ended.max()))
         return True
 
-    def _take(self, fresh: PositionIndex) -> None:
-        """Hold what ``fresh`` holds (``lock`` held): a swap of arrays, the handle the
-        drafters hold staying the same."""
+    def _take(self, fresh: PositionIndex, top: int) -> None:
+        """Hold what ``fresh`` holds, ``top`` its largest token (``lock`` held, which its
+        callers do not spend finding that): a swap of arrays, the handle the drafters hold
+        staying the same."""
         self.index.take(fresh)
-        self.max_token = int(self.index.tokens.max(initial=-1))
+        self.max_token = top
 
     def hold(self, held: np.ndarray, more: "Sequence[np.ndarray]" = ()) -> None:
         """Hold exactly ``held`` (sequences each ended by -1) and then the finished sequences
@@ -110,8 +115,9 @@ class RequestMemory:
             tokens = _newest(tokens, self.max_tokens // 2)
         with self._rebuilding:
             fresh = self._index_of(tokens)  # without ``lock``: drafters go on meanwhile
+            top = int(tokens.max(initial=-1))
             with self.lock:
-                self._take(fresh)
+                self._take(fresh, top)
 
     def save(self, path: str | os.PathLike[str]) -> None:
         """Write the sequences held as a requests file, atomically."""

@@ -81,6 +81,15 @@ def unfile_positions(text, sizes, prev, head, start, stop):
                 head[lv, _hash(text, i, m, mask)] = prev[lv, i]
 
 
+@njit(cache=True, nogil=True, inline="always")
+def match_length(text, j, pattern, pn, most):
+    """How many tokens, at most ``most``, of text ending at j equal pattern[:pn]'s last."""
+    n = 0
+    while n < most and n <= j and n < pn and text[j - n] == pattern[pn - 1 - n]:
+        n += 1
+    return n
+
+
 @njit(cache=True, nogil=True)
 def longest_match(
     text, limit, sizes, prev, head, pattern, pn, max_match, max_chain, near, shortest
@@ -105,9 +114,7 @@ def longest_match(
         while j >= 0 and walked < max_chain:
             if j < limit:
                 walked += 1
-                n = 0
-                while n < max_match and n <= j and n < pn and text[j - n] == pattern[pn - 1 - n]:
-                    n += 1
+                n = match_length(text, j, pattern, pn, max_match)
                 if n >= m:
                     gap = abs(j + 1 - near) if near >= 0 else 0
                     if n > best_len or (n == best_len and gap < best_gap):
@@ -134,9 +141,7 @@ def match_near(text, limit, pattern, pn, center, window, max_match):
         j = center + (step + 1) // 2 if step % 2 else center - step // 2
         if j < 0 or j >= limit:
             continue
-        n = 0
-        while n < max_match and n <= j and n < pn and text[j - n] == pattern[pn - 1 - n]:
-            n += 1
+        n = match_length(text, j, pattern, pn, max_match)
         if n > best_len:
             best, best_len = j, n
     return best, best_len

@@ -89,7 +89,14 @@ kernel call with one argument:
 
 from numba import njit
 
-from ..kernels.chains import MAX_CHAIN, MAX_MATCH, file_positions, longest_match, match_near
+from ..kernels.chains import (
+    MAX_CHAIN,
+    MAX_MATCH,
+    file_positions,
+    longest_match,
+    match_length,
+    match_near,
+)
 from ..kernels.handles import POSITIONS_N, SIZES, int32s, int64s, positions_at
 from ..kernels.suffixsearch import LAST_N, LAST_WORDS
 from ..kernels.suffixsearch import draft as corpus_draft
@@ -209,9 +216,7 @@ def _learn(seq, n, st, start):
     if n - o0 > SPAN + st[N_DRAFT] + 1:
         st[DIVERGED + 1] = -1
         return
-    back = 0
-    while back < n - o0 and back < start and seq[start - 1 - back] == seq[n - 1 - back]:
-        back += 1
+    back = match_length(seq, start - 1, seq, n, n - o0)
     if back == 0:  # the last token missed: not in step yet
         if n - o0 > SPAN:  # and the span written instead is already too long to record
             st[DIVERGED + 1] = -1
