@@ -24,7 +24,7 @@ pytest.importorskip("llama_cpp")
 pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 
-from ngramdraft import NgramCache
+from ngramdraft import NgramCache, RequestMemory
 from ngramdraft.integrations.llama_cpp import load_llama
 
 PROMPTS = ["the old man and the sea, and the man who was old", "a good book of the sea"]
@@ -188,6 +188,40 @@ def test_sigterm_saves_every_pending_count_and_exits_cleanly(tiny_gguf, tmp_path
     saved = NgramCache.load(dynamic)
     for t in tokens:  # both sequences: the one the second ended, and the one shutdown ended
         assert t[4] in saved.followers(tuple(t[:4]))[0].tolist()
+
+
+def test_the_suffix_rules_serve_greedy_output_and_save_their_requests_at_sigterm(
+    tiny_gguf, tmp_path
+):
+    """`serve --rules suffix`: completions equal the engine's own, drafts are made and
+    accepted, and SIGTERM writes both sequences to the requests file, which a second server
+    then starts from."""
+    plain = load_llama(tiny_gguf, n_ctx=2048)
+    params = {"max_tokens": 200, "temperature": 0, "repeat_penalty": 1.1}
+    proc, port, requests = _start(tiny_gguf, tmp_path, "--rules", "suffix", "--save-every", "3600")
+    tokens = [_post(port, "/extras/tokenize", {"input": p})["tokens"] for p in PROMPTS]
+    for prompt in PROMPTS:
+        got = _post(port, "/v1/completions", {"prompt": prompt, **params})
+        assert (
+            got["choices"][0]["text"]
+            == plain.create_completion(prompt, **params)["choices"][0]["text"]
+        )
+    _, stats = _status(port, "/ngramdraft/stats")
+    assert 0 < stats["accepted_tokens"] <= stats["drafted_tokens"]
+    assert not requests.exists()  # an hour between saves: both sequences are pending
+    status, out = _stop(proc)
+    assert status in (0, -signal.SIGTERM) and "Traceback" not in out, out
+    held = RequestMemory.load(requests).index.tokens
+    assert (held == -1).sum() == 2
+    for t in tokens:  # each prompt (after the BOS both begin with) is held whole
+        assert any((held[i : i + len(t) - 1] == t[1:]).all() for i in range(len(held)))
+    proc, port, _ = _start(tiny_gguf, tmp_path, "--rules", "suffix")
+    try:
+        got = _post(port, "/v1/completions", {"prompt": PROMPTS[0], **params})
+        want = plain.create_completion(PROMPTS[0], **params)
+        assert got["choices"][0]["text"] == want["choices"][0]["text"]
+    finally:
+        _stop(proc)
 
 
 def _rss(pid):
