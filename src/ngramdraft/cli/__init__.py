@@ -16,8 +16,9 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
+from numba.core.event import Event, Listener, install_listener
+
 from .._version import __version__
-from ..drafting.replay import replay_chunk
 from ..errors import NgramdraftError, NgramdraftWarning
 from . import build, engines, files, replay
 
@@ -38,12 +39,30 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def kernels_compiled() -> bool:
-    """Whether numba holds the drafting kernels compiled on disk (False when it cannot tell)."""
-    try:
-        return os.path.exists(replay_chunk._cache._cache_file._index_path)
-    except AttributeError:  # numba's cache layout is its own business
-        return False
+class CompileNotice(Listener):
+    """Says why a run is slow to start, at numba's first compilation in it.
+
+    numba raises ``numba:compile`` only for what its disk cache misses, so a
+    run whose kernels are cached, or that needs none, says nothing (a check
+    for one kernel's cache file said it on every run that never used that
+    kernel: every run of a user of the suffix rules alone).
+    """
+
+    def __init__(self) -> None:
+        self.said = False
+
+    def on_start(self, event: Event) -> None:
+        if not self.said:  # numba compiles under its global lock: one notice
+            self.said = True
+            print(
+                "ngramdraft: compiling the kernels this run needs, once for this installation "
+                "(up to a minute; later runs load them in under a second)",
+                file=sys.stderr,
+                flush=True,
+            )
+
+    def on_end(self, event: Event) -> None:
+        pass
 
 
 def _warn_with(show: Callable[..., Any]) -> Callable[..., None]:
@@ -67,15 +86,8 @@ def _warn_with(show: Callable[..., Any]) -> Callable[..., None]:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    if not kernels_compiled():
-        print(
-            "ngramdraft: compiling the kernels, once for this installation "
-            "(about a minute; later runs load them in under a second)",
-            file=sys.stderr,
-            flush=True,
-        )
     try:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), install_listener("numba:compile", CompileNotice()):
             warnings.simplefilter("always", NgramdraftWarning)
             warnings.showwarning = _warn_with(warnings.showwarning)
             args.run(args)
