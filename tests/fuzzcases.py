@@ -237,6 +237,7 @@ def _exercise_requests(path, stream, out, step, named):
     step(lambda: Drafter(dynamic=path))
     step(lambda: SuffixCorpus.open(path))
     step(lambda: _cli("convert", str(path), "--to-llamacpp", "-o", str(out / "c.bin")))
+    step(lambda: _cli("merge-dynamic", str(path), str(copy), "-o", str(out / "joined.ngd")))
     step(lambda: _cli("merge-dynamic", str(path), "-o", str(out / "m.bin")))
     return named
 

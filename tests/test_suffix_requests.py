@@ -105,6 +105,35 @@ def test_the_budget_keeps_the_newest_sequences(tmp_path):
     RequestMemory.load(path, 40).index._check()
 
 
+def test_merge_dynamic_joins_requests_files_in_order_and_refuses_other_kinds(tmp_path, cli):
+    """Servers that each kept a requests file of their own, joined into one as llama.cpp's
+    lookup-merge adds up their dynamic caches (before, merge-dynamic refused them)."""
+    paths = [tmp_path / f"server-{i}.ngd" for i in range(2)]
+    for i, path in enumerate(paths):
+        drafter = Drafter(rules="suffix", dynamic=path)
+        for j in range(3):
+            drafter.start([100 * i + j, 7, 8])
+            drafter.finish()
+    joined = tmp_path / "requests.ngd"
+    status, out, err = cli("merge-dynamic", *paths, "-o", joined)
+    assert status == 0 and "6 sequences, 18 tokens" in out, err
+    held = RequestMemory.load(joined).index.tokens.reshape(-1, 4)
+    assert held[:, 0].tolist() == [0, 1, 2, 100, 101, 102] and (held[:, 3] == -1).all()
+    drafter = Drafter(rules="suffix", dynamic=joined, max_dynamic_tokens=12)
+    drafter.start([5])
+    drafter.finish()  # past its budget: the first file's sequences go first
+    assert (101, 7, 8) not in _sequences(joined) and (102, 7, 8) in _sequences(joined)
+    dynamic = tmp_path / "dynamic.ngd"
+    NgramCache().save(dynamic)
+    for argv, words in [
+        ((paths[0], dynamic, "-o", tmp_path / "m.ngd"), "dynamic.ngd: a dynamic file among"),
+        ((paths[0], "-o", tmp_path / "m.bin"), "no llama.cpp form"),
+    ]:
+        status, _, err = cli("merge-dynamic", *argv)
+        assert status == 1 and words in err and err.count("\n") == 1
+    assert not (tmp_path / "m.ngd").exists() and not (tmp_path / "m.bin").exists()
+
+
 def test_wrong_kinds_are_named(tmp_path):
     requests = tmp_path / "requests.ngd"
     memory = RequestMemory()

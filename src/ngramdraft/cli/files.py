@@ -7,13 +7,15 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from ..caches.base import Cache
 from ..caches.corpus import SuffixCorpus
 from ..caches.ngram import NgramCache
-from ..caches.requests import read_requests
+from ..caches.requests import RequestMemory, read_requests
 from ..caches.shared import format_for
 from ..caches.static import StaticCache
-from ..errors import InvalidParameterError
+from ..errors import InvalidParameterError, WrongFileKindError
 from ..files.kinds import file_format, file_kind
 from ..files.ngd import KIND_NAMES, Header
 from .args import subcommand
@@ -56,16 +58,21 @@ def register(sub: Any) -> None:
     md = subcommand(
         sub,
         "merge-dynamic",
-        "add up dynamic caches (llama.cpp's llama-lookup-merge)",
+        "add up dynamic caches (llama.cpp's llama-lookup-merge), or join requests files",
         "Add up the counts of dynamic caches (native .ngd or llama.cpp lookup files) into "
         "one, as llama.cpp's llama-lookup-merge does. The output's format follows its "
-        "suffix: .bin is a llama.cpp lookup file, anything else native.",
+        "suffix: .bin is a llama.cpp lookup file, anything else native. Requests files "
+        "(--rules suffix's earlier requests) are joined instead, in the order given, the last "
+        "as the newest: a drafter past its budget forgets the first ones first.",
         [
             "ngramdraft merge-dynamic a.bin b.bin -o merged.bin",
             "ngramdraft merge-dynamic server-*.ngd -o all.ngd",
+            "ngramdraft merge-dynamic requests-*.ngd -o requests.ngd",
         ],
     )
-    md.add_argument("inputs", nargs="+", metavar="CACHE", help="dynamic caches to add up")
+    md.add_argument(
+        "inputs", nargs="+", metavar="CACHE", help="dynamic caches to add up, or requests files"
+    )
     md.add_argument("-o", "--output", required=True, metavar="CACHE", help="the cache to write")
     md.set_defaults(run=merge_dynamic_command)
 
@@ -198,8 +205,33 @@ def _dynamic_info(path: str, verify: bool) -> dict[str, Any]:
 
 
 def merge_dynamic_command(args: argparse.Namespace) -> None:
+    kinds = [file_kind(path) for path in args.inputs]
+    if "requests" in kinds:
+        _join_requests(args.inputs, kinds, args.output)
+        return
     merged = NgramCache()
     for path in args.inputs:
         merged.merge(NgramCache.load(path))
     merged.save(args.output, format_for(args.output))
     print(f"{args.output}: {len(merged)} n-grams, {merged.n_entries} entries")
+
+
+def _join_requests(inputs: list[str], kinds: list[str], output: str) -> None:
+    """merge-dynamic for requests files: their sequences, in the order given, in one."""
+    for path, kind in zip(inputs, kinds, strict=True):
+        if kind != "requests":
+            raise WrongFileKindError(
+                f"{path}: a {kind} file among requests files: merge-dynamic joins requests "
+                "files (rules='suffix') with requests files only, and adds up n-gram caches "
+                "with n-gram caches"
+            )
+    if format_for(output) == "llamacpp":
+        raise InvalidParameterError(
+            f"{output}: a requests file has no llama.cpp form (lookup files hold n-gram "
+            "counts): name the output .ngd"
+        )
+    memory = RequestMemory()
+    memory.hold(np.concatenate([read_requests(path) for path in inputs]))
+    memory.save(output)
+    tokens = memory.index.tokens
+    print(f"{output}: {int((tokens == -1).sum())} sequences, {int((tokens >= 0).sum())} tokens")
