@@ -441,6 +441,12 @@ def test_replay_is_what_the_drafter_calls_give():
     assert got.dump.tolist() == dump and accepted > 200
 
 
+def _timings(result):
+    """A replay's figures that are times, which differ from run to run."""
+    figures = json.loads(result) if isinstance(result, str) else result
+    return {k: v for k, v in figures.items() if k.startswith("t_") or k.startswith("us_")}
+
+
 def test_replay_cli_takes_the_suffix_rules(cli, tmp_path):
     rng = np.random.default_rng(2)
     base = rng.integers(0, 100, 600)
@@ -450,12 +456,24 @@ def test_replay_cli_takes_the_suffix_rules(cli, tmp_path):
     assert status == 0, err
     figures = json.loads(out)
     assert figures["n_accept"] > 500 and figures["n_predict"] == 1536
-    # --dynamic: a requests file, kept for the next replay, which then drafts more.
+    # --dynamic: the earlier requests a replay starts from, as lookup-stats reads -lcd: a
+    # missing file holds none, and the file is never written (before, a replay saved its
+    # text there, and the next replay drafted that text from memory).
     args = ("replay", path, "--n-ctx", 512, "--rules", "suffix", "--json")
-    status, out, err = cli(*args, "--dynamic", tmp_path / "d.ngd")
-    assert status == 0, err
-    status, out, err = cli(*args, "--dynamic", tmp_path / "d.ngd")
-    assert json.loads(out)["n_accept"] > figures["n_accept"]
+    requests = tmp_path / "d.ngd"
+    status, out, err = cli(*args, "--dynamic", requests)
+    assert status == 0 and json.loads(out) == {**figures, **_timings(out)}, err
+    assert not requests.exists()
+    drafter = Drafter(rules="suffix", dynamic=requests)
+    drafter.start(base)
+    drafter.finish()
+    saved = requests.read_bytes()
+    runs = [json.loads(cli(*args, "--dynamic", requests)[1]) for _ in range(2)]
+    assert runs[0]["n_accept"] > figures["n_accept"] and runs[1] == {**runs[0], **_timings(runs[1])}
+    assert requests.read_bytes() == saved
+    memory = RequestMemory.load(requests)
+    replay_suffix(np.concatenate([base, base]).astype(np.int32), 512, 8, dynamic=memory)
+    assert memory.index.tokens.tobytes() == RequestMemory.load(requests).index.tokens.tobytes()
     status, out, err = cli(*args, "--dynamic", tmp_path / "t.i32")
     assert status != 0 and len(err.strip().splitlines()) == 1 and "t.i32" in err
 

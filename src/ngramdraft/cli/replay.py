@@ -41,7 +41,11 @@ def register(sub: Any) -> None:
         "MODEL.gguf or tokenizer.json",
     )
     r.add_argument("--token-cache", metavar="DIR", help="where tokenized texts are kept")
-    add_cache_arguments(r, "initial dynamic cache: native or llama.cpp lookup file")
+    add_cache_arguments(
+        r,
+        "initial dynamic cache: native or llama.cpp lookup file, or with --rules suffix a "
+        "requests file; read, never written",
+    )
     r.add_argument("--dump", metavar="FILE", help="write every draft call (parity dump format)")
     r.add_argument("--json", action="store_true", help="one JSON object on stdout")
     r.add_argument("-q", "--quiet", action="store_true", help="no progress")

@@ -22,6 +22,7 @@ import numpy as np
 from numba import njit
 
 from ..caches.ngram import NgramCache, as_mutable
+from ..caches.requests import RequestMemory
 from ..caches.static import as_static
 from ..errors import CorruptFileError, ShortStreamWarning
 from ..files.tokens import tokens_of
@@ -40,7 +41,6 @@ if TYPE_CHECKING:
 
     from ..caches.base import Cache
     from ..caches.corpus import SuffixCorpus
-    from ..caches.requests import RequestMemory
     from ..caches.static import StaticCache
 
 
@@ -190,8 +190,11 @@ def replay_suffix(
 ) -> ReplayResult:
     """replay's protocol drafted by the suffix rules: each chunk remembered for the next ones.
 
-    ``dynamic`` (a requests file's path, or a RequestMemory) starts from its
-    earlier requests and keeps the chunks; a path is saved at the end.
+    ``dynamic`` (a requests file's path, or a RequestMemory) holds the
+    earlier requests the replay starts from. The chunks are remembered in a
+    copy: neither the file nor the memory is changed, as lookup-stats leaves
+    its -lcd file and ``replay`` the caller's cache as they were (a replay
+    that saved its text would draft that text from memory the next time).
 
     A chunk is one SuffixDrafter sequence, finished into the drafter's
     earlier requests as replay merges a chunk into the dynamic cache; a
@@ -201,7 +204,7 @@ def replay_suffix(
     n_ctx = check_int(n_ctx, "n_ctx", 2)
     n_draft = check_int(n_draft, "n_draft", 1, 4096)
     t0 = time.perf_counter()
-    drafter = SuffixDrafter(static, dynamic, n_draft=n_draft)
+    drafter = SuffixDrafter(static, _own_memory(dynamic), n_draft=n_draft)
     t_load = time.perf_counter() - t0
     counters = np.zeros(4, dtype=np.int64)
     drafter.start(seq[:1])  # loads the kernels, apart from the clock that times drafting
@@ -240,6 +243,22 @@ def replay_suffix(
         t_startup_ms=1000 * t_startup,
         dump=(np.concatenate(dumps) if dumps else np.zeros(0, np.int32)) if dump else None,
     )
+
+
+def _own_memory(
+    dynamic: RequestMemory | str | os.PathLike[str] | None,
+) -> RequestMemory | None:
+    """A replay's earlier requests: a copy of ``dynamic``'s (a missing file holds none, as
+    lookup-stats reads one). Anything else is passed on for SuffixDrafter to name."""
+    if isinstance(dynamic, str | os.PathLike):
+        return RequestMemory.load(dynamic, missing_ok=True)
+    if isinstance(dynamic, RequestMemory):
+        memory = RequestMemory(dynamic.max_tokens)
+        with dynamic.lock:
+            held = dynamic.index.tokens.copy()
+        memory.hold(held)
+        return memory
+    return dynamic
 
 
 def _chunk_starts(n: int, n_ctx: int) -> range:
