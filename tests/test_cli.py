@@ -182,6 +182,20 @@ def test_missing_engine_package_is_a_one_line_error(
     assert f"pip install 'ngramdraft[{extra}]'" in err and err.count("\n") == 1
 
 
+@pytest.mark.parametrize("kind", [(), ("--suffix",)])
+def test_a_corpus_that_drafts_nothing_is_said_in_one_warning_line(cli, tmp_path, kind):
+    """Both kinds of static file: before, an empty corpus built a suffix file silently."""
+    for n in (0, 2):
+        tokens = tmp_path / f"t{n}.i32"
+        np.arange(n, dtype="<i4").tofile(tokens)
+        status, _, err = cli("build-static", tokens, *kind, "-o", tmp_path / "c.ngd", "-q")
+        assert status == 0 and err.count("\n") == 1, err
+        assert err.startswith("ngramdraft: warning: ") and "drafts nothing" in err
+    np.arange(3, dtype="<i4").tofile(tmp_path / "t3.i32")
+    status, _, err = cli("build-static", tmp_path / "t3.i32", *kind, "-o", tmp_path / "c.ngd", "-q")
+    assert status == 0 and err == ""
+
+
 def test_only_ngramdrafts_own_warnings_become_warning_lines(cli, monkeypatch, tmp_path):
     """A stray warning from elsewhere (an unclosed file collected mid-command) is not ours."""
     import warnings

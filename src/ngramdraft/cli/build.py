@@ -180,6 +180,13 @@ def _build_suffix(args: argparse.Namespace, corpus: Corpus) -> None:
             token_cache=args.token_cache,
             quiet=args.quiet,
         )
+    if header.n_source_tokens < 3:
+        warnings.warn(
+            f"{args.output}: the corpus has {header.n_source_tokens} tokens, and a draft needs "
+            "two matched and one after them: the file drafts nothing (is the input empty?)",
+            EmptyCacheWarning,
+            stacklevel=1,
+        )
     say(
         args,
         f"{args.output}: the suffix array of {header.n_source_tokens} tokens "
