@@ -12,6 +12,7 @@ import sys
 import time
 import warnings
 
+import numba
 import numpy as np
 import pytest
 
@@ -310,6 +311,7 @@ def test_the_package_declares_its_types():
         assert Drafter.draft.__annotations__["return"] is not None
 
 
+@pytest.mark.skipif(numba.config.DISABLE_JIT, reason="the coverage run compiles nothing")
 def test_a_run_says_it_compiles_when_numba_compiles_and_only_then(static_file, tmp_path):
     """Before, the notice looked for llama.cpp's replay kernel in the cache: a command that
     compiles nothing, and every run of a user of the suffix rules alone, printed it."""
