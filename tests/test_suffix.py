@@ -6,7 +6,16 @@ import threading
 import numpy as np
 import pytest
 
-from ngramdraft import BatchDrafter, Drafter, InvalidParameterError, NgramCache, VocabularyError
+from ngramdraft import (
+    BatchDrafter,
+    Drafter,
+    InvalidParameterError,
+    NgramCache,
+    SuffixCorpus,
+    VocabularyError,
+    WrongFileKindError,
+    replay,
+)
 from ngramdraft.caches.positions import MAX_MATCH, PositionIndex
 from ngramdraft.caches.requests import RequestMemory
 from ngramdraft.drafting.base import PARALLEL_FROM
@@ -439,6 +448,28 @@ def test_replay_is_what_the_drafter_calls_give():
     calls, drafted, accepted, dump = _replayed_by_calls(stream, 256, 6)
     assert (got.n_calls, got.n_drafted, got.n_accept) == (calls, drafted, accepted)
     assert got.dump.tolist() == dump and accepted > 200
+
+
+def test_replay_takes_the_rules_as_drafter_does(tmp_path):
+    """ngramdraft.replay(rules="suffix") is replay_suffix; each rule set names the other's
+    caches (before, replay had no rules= and the suffix replay was not exported)."""
+    rng = np.random.default_rng(3)
+    base = rng.integers(0, 50, 400)
+    stream = np.concatenate([base, rng.integers(0, 50, 50), base]).astype(np.int32)
+    corpus = SuffixCorpus.build(base.astype(np.int32), tmp_path / "c.ngd")
+    memory = RequestMemory()
+    memory.add(base[:200])
+    got = replay(stream, 256, 6, corpus, memory, rules="suffix", dump=True)
+    want = replay_suffix(stream, 256, 6, corpus, memory, dump=True)
+    assert got.dump.tolist() == want.dump.tolist() and got.n_accept == want.n_accept > 0
+    with pytest.raises(WrongFileKindError, match="pass rules='suffix'"):
+        replay(stream, 256, 6, corpus)
+    with pytest.raises(WrongFileKindError, match="pass rules='suffix'"):
+        replay(stream, 256, 6, dynamic=memory)
+    with pytest.raises(WrongFileKindError, match="not an n-gram cache"):
+        replay(stream, 256, 6, dynamic=NgramCache(), rules="suffix")
+    with pytest.raises(InvalidParameterError, match="unknown rule set"):
+        replay(stream, 256, 6, rules="Suffix")
 
 
 def _timings(result):

@@ -21,10 +21,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numba import njit
 
+from ..caches.base import Cache
+from ..caches.corpus import SuffixCorpus
 from ..caches.ngram import NgramCache, as_mutable
 from ..caches.requests import RequestMemory
 from ..caches.static import as_static
-from ..errors import CorruptFileError, ShortStreamWarning
+from ..errors import CorruptFileError, ShortStreamWarning, WrongFileKindError
 from ..files.tokens import tokens_of
 from ..kernels import table as T
 from ..kernels.frozen import CORRUPT
@@ -34,13 +36,12 @@ from ..rules import suffix as R
 from ..rules.llamacpp import NGRAM_MAX, NGRAM_MIN, draft_step, prefetch_step
 from ..validation import check_int
 from . import state as S
+from .drafter import check_rules
 from .suffix import SuffixDrafter
 
 if TYPE_CHECKING:
     from numpy.typing import ArrayLike
 
-    from ..caches.base import Cache
-    from ..caches.corpus import SuffixCorpus
     from ..caches.static import StaticCache
 
 
@@ -92,11 +93,12 @@ def replay(
     tokens: "ArrayLike | str | os.PathLike[str]",
     n_ctx: int = 4096,
     n_draft: int = 8,
-    static: "StaticCache | Cache | str | os.PathLike[str] | None" = None,
-    dynamic: "NgramCache | Cache | str | os.PathLike[str] | None" = None,
+    static: "StaticCache | Cache | SuffixCorpus | str | os.PathLike[str] | None" = None,
+    dynamic: "NgramCache | Cache | RequestMemory | str | os.PathLike[str] | None" = None,
     *,
     dump: bool = False,
     quiet: bool = True,
+    rules: str = "llamacpp",
 ) -> ReplayResult:
     """Replay ``tokens`` in chunks of n_ctx, drafting n_draft at a time (lookup-stats).
 
@@ -108,7 +110,23 @@ def replay(
     each chunk's context cache; the caller's cache object is not modified.
     With ``dump``, the result carries the recorded drafts in the format of
     ``../shared/parity`` (int32 ``chunk_start position n tokens...`` per call).
+    ``rules="suffix"`` (opt-in) drafts by the suffix rules, as
+    :func:`replay_suffix` does: ``static`` a suffix file, ``dynamic`` a
+    requests file or RequestMemory.
     """
+    if rules == "suffix":
+        if isinstance(static, Cache) or isinstance(dynamic, Cache):
+            raise WrongFileKindError(
+                "rules='suffix' replays with a SuffixCorpus (or suffix file) as static and a "
+                "RequestMemory (or requests file) as dynamic, not an n-gram cache"
+            )
+        return replay_suffix(tokens, n_ctx, n_draft, static, dynamic, dump=dump, quiet=quiet)
+    check_rules(rules)
+    if isinstance(static, SuffixCorpus) or isinstance(dynamic, RequestMemory):
+        raise WrongFileKindError(
+            f"a {type(static if isinstance(static, SuffixCorpus) else dynamic).__name__} is "
+            "the suffix rules': pass rules='suffix', or give llama.cpp's rules n-gram caches"
+        )
     seq = tokens_of(tokens)
     n_ctx = check_int(n_ctx, "n_ctx", 2)
     n_draft = check_int(n_draft, "n_draft", 1, 4096)
