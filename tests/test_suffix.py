@@ -2,6 +2,7 @@
 
 import json
 import threading
+from functools import partial
 
 import numpy as np
 import pytest
@@ -451,8 +452,9 @@ def test_replay_is_what_the_drafter_calls_give():
 
 
 def test_replay_takes_the_rules_as_drafter_does(tmp_path):
-    """ngramdraft.replay(rules="suffix") is replay_suffix; each rule set names the other's
-    caches (before, replay had no rules= and the suffix replay was not exported)."""
+    """ngramdraft.replay(rules="suffix") is replay_suffix, and each rule set names the other's
+    caches (before, replay had no rules=, and llama.cpp's rules given a SuffixCorpus or a
+    RequestMemory said only "expected a cache or a path")."""
     rng = np.random.default_rng(3)
     base = rng.integers(0, 50, 400)
     stream = np.concatenate([base, rng.integers(0, 50, 50), base]).astype(np.int32)
@@ -462,10 +464,10 @@ def test_replay_takes_the_rules_as_drafter_does(tmp_path):
     got = replay(stream, 256, 6, corpus, memory, rules="suffix", dump=True)
     want = replay_suffix(stream, 256, 6, corpus, memory, dump=True)
     assert got.dump.tolist() == want.dump.tolist() and got.n_accept == want.n_accept > 0
-    with pytest.raises(WrongFileKindError, match="pass rules='suffix'"):
-        replay(stream, 256, 6, corpus)
-    with pytest.raises(WrongFileKindError, match="pass rules='suffix'"):
-        replay(stream, 256, 6, dynamic=memory)
+    for cross in (dict(static=corpus), dict(dynamic=memory)):
+        for make in (partial(replay, stream, 256, 6), Drafter, BatchDrafter):
+            with pytest.raises(WrongFileKindError, match=r"(with|pass) rules='suffix'"):
+                make(**cross)
     with pytest.raises(WrongFileKindError, match="not an n-gram cache"):
         replay(stream, 256, 6, dynamic=NgramCache(), rules="suffix")
     with pytest.raises(InvalidParameterError, match="unknown rule set"):

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..errors import InternalError, InvalidParameterError
+from ..errors import InternalError, InvalidParameterError, WrongFileKindError
 from ..files import llamacpp
 from ..files.kinds import file_format
 from ..files.ngd import KIND_DYNAMIC, frozen_view, map_file, verify_sections, write_cache
@@ -15,6 +15,7 @@ from ..kernels import table as T
 from ..kernels.handles import table_handle
 from ..validation import as_tokens, check_cache_arrays, check_int, check_ngram, check_ngram_range
 from .base import Arrays, Cache
+from .requests import RequestMemory
 
 if TYPE_CHECKING:
     from numpy.typing import ArrayLike
@@ -244,7 +245,7 @@ class NgramCache(Cache):
 
 
 def as_mutable(
-    cache: "Cache | str | os.PathLike[str] | None",
+    cache: "Cache | RequestMemory | str | os.PathLike[str] | None",
     role: str = "dynamic",
     max_ngrams: int | None = None,
 ) -> NgramCache:
@@ -268,4 +269,9 @@ def as_mutable(
         if Path(cache).exists():
             return NgramCache.load(cache, role, max_ngrams=max_ngrams)
         return NgramCache(role, max_ngrams=max_ngrams)
+    if isinstance(cache, RequestMemory):
+        raise WrongFileKindError(
+            "a RequestMemory holds the earlier requests of rules='suffix', which llama.cpp's "
+            "rules cannot read: pass rules='suffix', or give llama.cpp's rules an NgramCache"
+        )
     raise InvalidParameterError(f"expected a cache or a path, got {type(cache).__name__}")

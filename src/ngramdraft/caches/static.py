@@ -24,6 +24,7 @@ from ..files.kinds import file_format
 from ..files.ngd import (
     KIND_NAMES,
     KIND_STATIC,
+    KIND_SUFFIX,
     NOT_NGRAMS,
     Header,
     frozen_view,
@@ -37,6 +38,7 @@ from ..kernels.frozen import CORRUPT, followers_span, key_hash_of, key_values, s
 from ..kernels.handles import frozen_handle
 from ..validation import as_tokens, check_cache_arrays, check_ngram
 from .base import Arrays, Cache, RecordedTokenizer
+from .corpus import SuffixCorpus
 from .warmup import MappedFile, Warmup
 
 if TYPE_CHECKING:
@@ -305,7 +307,9 @@ class StaticCache(MappedFile, RecordedTokenizer, Cache):
     # -- metadata ----------------------------------------------------------
 
 
-def as_static(cache: "Cache | str | os.PathLike[str]", *, tokenizer: object = None) -> StaticCache:
+def as_static(
+    cache: "Cache | SuffixCorpus | str | os.PathLike[str]", *, tokenizer: object = None
+) -> StaticCache:
     """A StaticCache for the static role: the cache itself, an opened path, or a frozen copy.
 
     With ``tokenizer``, a cache that records another tokenizer is refused.
@@ -319,6 +323,8 @@ def as_static(cache: "Cache | str | os.PathLike[str]", *, tokenizer: object = No
             static = StaticCache.from_llamacpp(cache)
         else:
             static = StaticCache.open(cache)
+    elif isinstance(cache, SuffixCorpus):
+        raise WrongFileKindError(f"{cache.path}: {NOT_NGRAMS[KIND_SUFFIX]}")
     else:
         raise InvalidParameterError(f"expected a cache or a path, got {type(cache).__name__}")
     if tokenizer is not None:

@@ -122,11 +122,6 @@ def replay(
             )
         return replay_suffix(tokens, n_ctx, n_draft, static, dynamic, dump=dump, quiet=quiet)
     check_rules(rules)
-    if isinstance(static, SuffixCorpus) or isinstance(dynamic, RequestMemory):
-        raise WrongFileKindError(
-            f"a {type(static if isinstance(static, SuffixCorpus) else dynamic).__name__} is "
-            "the suffix rules': pass rules='suffix', or give llama.cpp's rules n-gram caches"
-        )
     seq = tokens_of(tokens)
     n_ctx = check_int(n_ctx, "n_ctx", 2)
     n_draft = check_int(n_draft, "n_draft", 1, 4096)
