@@ -47,13 +47,14 @@ _BASE: Any = _draft_model_base()
 
 
 class NgramDraftModel(_BASE):
-    """Prompt-lookup drafts for ``llama_cpp.Llama(..., draft_model=...)``, llama.cpp's rules.
+    """Prompt-lookup drafts for ``llama_cpp.Llama(..., draft_model=...)``.
 
     Parameters are :class:`~ngramdraft.Drafter`'s: ``static`` (a StaticCache
     or path), ``dynamic`` (an NgramCache or a path, loaded if it exists and
     saved when a sequence ends), ``n_draft``, ``ngram_min``, ``ngram_max``,
-    and ``tokenizer`` to check the static cache against (a GGUF path checks
-    it against that model's vocabulary).
+    ``policy``, ``rules`` (llama.cpp's by default; with ``"suffix"``, a
+    suffix file and a requests file) and ``tokenizer`` to check the static
+    cache against (a GGUF path checks it against that model's vocabulary).
 
     A call that extends the previous sequence accepts only the new tokens;
     any other sequence (a new prompt) finishes the previous one into the

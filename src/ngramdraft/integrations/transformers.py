@@ -61,14 +61,15 @@ class NgramCandidateGenerator(_GENERATOR):
         return torch.cat((input_ids, extra), dim=1), None
 
     def update_candidate_strategy(self, input_ids: Any, scores: Any, num_matches: Any) -> None:
-        pass  # llama.cpp's rules draft the same way whatever was accepted
+        pass  # the next get_candidates syncs the accepted tokens: the drafter learns there
 
 
 class NgramDraft:
     """A ``custom_generate`` callable: assisted decoding with ngramdraft's candidates.
 
     Parameters are :class:`~ngramdraft.Drafter`'s (``static``, ``dynamic``,
-    ``n_draft``, ``ngram_min``, ``ngram_max``, ``tokenizer``, ``policy``). Each
+    ``n_draft``, ``ngram_min``, ``ngram_max``, ``tokenizer``, ``policy``,
+    ``rules``). Each
     ``generate`` call is one sequence; when it returns, the sequence is merged
     into the dynamic cache (and a dynamic path is saved), so later calls learn
     from earlier ones. ``last`` is the candidate generator of the latest call
