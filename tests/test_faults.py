@@ -103,6 +103,14 @@ def test_a_read_only_folder_drafts_and_says_once_that_nothing_is_saved(read_only
     assert sorted(os.listdir(source)) == ["seen.ngd"]  # no lock file, nothing written
 
 
+@pytest.mark.parametrize("rules", ["llamacpp", "suffix"])
+def test_a_dynamic_path_in_a_folder_that_does_not_exist_is_named(tmp_path, rules):
+    """Before, it was taken for a read-only folder: a warning, and nothing ever saved."""
+    with pytest.raises(FileNotFoundError, match="no such directory") as info:
+        Drafter(dynamic=tmp_path / "no" / "seen.ngd", rules=rules)
+    assert info.value.filename == str(tmp_path / "no")
+
+
 def test_opening_a_refused_cache_leaves_no_lock_file(tmp_path):
     path = tmp_path / "bad.ngd"
     path.write_bytes(b"not a cache at all, but long enough to be looked at")

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import NgramdraftError, UnsavedCountsWarning, WrongFileKindError
-from ..files.atomic import locked, remove_abandoned
+from ..files.atomic import locked, output_directory, remove_abandoned
 from ..files.kinds import file_format, file_kind
 from .base import Cache
 from .ngram import NgramCache, as_mutable
@@ -81,6 +81,9 @@ class SharedFile(abc.ABC):
         save_every: float = 0.0,
     ) -> None:
         self.path = Path(path)
+        # A folder that does not exist is a mistyped path, not a read-only one (below): nothing
+        # could be read from it or ever saved, which would pass unnoticed until the data was gone.
+        output_directory(self.path)
         self.lock_timeout = lock_timeout
         self.save_every = save_every
         remove_abandoned(self.path)  # what a writer killed mid-save left
