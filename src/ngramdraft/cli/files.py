@@ -177,14 +177,17 @@ def _mapped_info(
 
 def _requests_info(path: str) -> dict[str, Any]:
     """A requests file's sequences (loading checks its checksums and every token)."""
-    tokens = read_requests(path)
     return {
         "path": path,
         "kind": "requests",
         "file_bytes": Path(path).stat().st_size,
-        "n_sequences": int((tokens == -1).sum()),
-        "n_tokens": int((tokens >= 0).sum()),
+        **_sequence_counts(read_requests(path)),
     }
+
+
+def _sequence_counts(tokens: np.ndarray) -> dict[str, int]:
+    """Requests' sequences and tokens, held as sequences each ended by -1."""
+    return {"n_sequences": int((tokens == -1).sum()), "n_tokens": int((tokens >= 0).sum())}
 
 
 def _dynamic_info(path: str, verify: bool) -> dict[str, Any]:
@@ -233,5 +236,5 @@ def _join_requests(inputs: list[str], kinds: list[str], output: str) -> None:
     memory = RequestMemory()
     memory.hold(np.concatenate([read_requests(path) for path in inputs]))
     memory.save(output)
-    tokens = memory.index.tokens
-    print(f"{output}: {int((tokens == -1).sum())} sequences, {int((tokens >= 0).sum())} tokens")
+    counts = _sequence_counts(memory.index.tokens)
+    print(f"{output}: {counts['n_sequences']} sequences, {counts['n_tokens']} tokens")
