@@ -1,13 +1,12 @@
 """Two checkouts side by side: replay, one Drafter and a BatchDrafter, in fresh processes.
 
-    python benchmarks/ab.py --before ../base/src --after src [--rounds 5] [--quick]
+    python benchmarks/ab.py --before ../base/src --after src [--rounds 5] [--smoke]
         [--probes replay,drafter,batch,suffix-corpus,suffix-long,suffix-batch,suffix-sync,
                   suffix-replay,suffix-start,suffix-rebase,suffix-evict,suffix-edit]
 
 Each round runs every (variant, probe) pair in a process of its own, the
 variants' order alternating from round to round, so that both see the same
-hours of a shared machine. The probes use only the public API (and, for
-``suffix-replay``, the function ``replay --rules suffix`` calls), which both
+hours of a shared machine. The probes use only the public API, which both
 checkouts must have:
 
 * ``replay``: lookup-stats over the 200k-token held-out Gutenberg stream
@@ -24,7 +23,7 @@ checkouts must have:
 * ``suffix-batch``: as ``batch``, with ``rules="suffix"`` (no corpus);
 * ``suffix-sync``: as ``suffix-batch``, told each step's tokens as vLLM's
   proposer tells them: ``sync`` with the engine's table of whole sequences;
-* ``suffix-replay``: ``replay --rules suffix`` over the stream (n_ctx 4096,
+* ``suffix-replay``: ``replay(rules="suffix")`` over the stream (n_ctx 4096,
   n_draft 8, no corpus): us per replayed token (replay's own clock).
 * ``suffix-start``: a ``rules="suffix"`` Drafter's ``start`` with a
   65,536-token prompt and its ``finish`` (the sequence filed in the earlier
@@ -36,19 +35,15 @@ checkouts must have:
 * ``suffix-evict``: the same while another thread adds 4,096-token
   sequences to the full memory, evicting the oldest half three times: ms;
 * ``suffix-edit``: a ``rules="suffix"`` Drafter (n_draft 16) teacher-forced
-  by ``drafting.py`` over ``e2e.py``'s rename request (10,000 output tokens),
+  (``common/drafters.py``) over the ``edit`` workload (10,000 output tokens),
   where the substitutions it learns are applied: us per output token.
 
 Each process first runs its probe once untimed (kernel loading; a checkout's
 first process compiles). Results: medians and ranges over rounds,
-``benchmarks/results/<stamp>[-quick]-ab.{json,md}``.
+``benchmarks/results/ab/STAMP.{json,md}``.
 """
 
-import argparse
-import json
-import os
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -56,6 +51,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import corpora, drafters, harness, workloads
 
 # Each probe's corpus: the 2-gram cache, the suffix file, or none.
 PROBES = {
@@ -82,11 +79,9 @@ def probe(name, corpus_path, tokens_path, quick):
     from ngramdraft import BatchDrafter, Drafter, StaticCache, SuffixCorpus, replay
 
     stream = np.load(tokens_path)
-    if name == "suffix-replay":  # what `replay --rules suffix` calls
-        from ngramdraft.drafting.replay import replay_suffix
-
+    if name == "suffix-replay":
         n = 20_000 if quick else len(stream)
-        result = replay_suffix(stream[:n], 4096, 8)
+        result = replay(stream[:n], 4096, 8, rules="suffix")
         return result.t_draft_ms * 1000 / result.n_predict
     if name == "suffix-start":
         return _start_finish(stream, quick)
@@ -140,13 +135,10 @@ def _per_row(batch, stream, quick, sync=False):
 
 
 def _edit_per_token(quick):
-    """us per output token of e2e.py's rename request, teacher-forced (16-token drafts) by
-    drafting.py, whose clock times the draft and accept calls."""
-    import drafting
-    import e2e
-
-    requests = e2e.edit(2_000 if quick else 10_000)
-    runs = [drafting.run("edit", "suffix", 16, requests) for _ in range(2 if quick else 6)]
+    """us per output token of the edit workload, teacher-forced (16-token drafts), whose
+    clock times the draft and accept calls."""
+    requests = workloads.edit(2_000 if quick else 10_000)
+    runs = [drafters.run("edit", "suffix", 16, requests) for _ in range(2 if quick else 6)]
     return statistics.mean(run["us_per_token"] for run in runs[1:])  # the first loads kernels
 
 
@@ -238,115 +230,119 @@ def _slowest_during_rebuilds(stream, quick, evict):
     return 1e3 * slowest
 
 
-def data(quick, probes):
-    """({corpus kind: path} for the probes, test stream .npy path), built once in
-    benchmarks/.data."""
-    import corpora
-
-    corpora.QUICK = quick
-    size = 5 if quick else 541
+def data(smoke, probes):
+    """({corpus kind: path} for the probes, test stream .npy path), built once."""
+    corpora.SMOKE = smoke
+    size = 1 if smoke else corpora.FULL_MB
     kinds = {PROBES[name] for name in probes}
     corpus = {None: "-"}
     if "static" in kinds:
-        corpus["static"] = corpora.static_cache(size)[0].path
+        corpus["static"] = str(corpora.static_cache(size).path)
     if "suffix" in kinds:
-        corpus["suffix"] = corpora.suffix_corpus(size)[0]
-    stream_path = corpora.DATA / f"ab-test-{'quick' if quick else 'full'}.npy"
+        corpus["suffix"] = str(corpora.suffix_corpus(size).path)
+    stream_path = corpora.DATA / f"ab-test-{'smoke' if smoke else 'full'}.npy"
     if not stream_path.exists():
-        np.save(stream_path, corpora.test_stream(40_000 if quick else 200_000))
+        np.save(stream_path, corpora.test_stream(40_000 if smoke else 200_000))
     return corpus, stream_path
 
 
+UNITS = {
+    "replay": "us per drafted token",
+    "drafter": "us per draft()+accept()",
+    "batch": f"us per sequence-step ({BATCH} sequences)",
+    "suffix-corpus": "us per draft()+accept()",
+    "suffix-long": "us per draft()+accept(), 64k context",
+    "suffix-batch": f"us per sequence-step ({BATCH} sequences)",
+    "suffix-sync": f"us per sequence-step ({BATCH} sequences)",
+    "suffix-replay": "us per replayed token",
+    "suffix-start": "us per prompt token",
+    "suffix-rebase": "ms, the slowest draft()+accept()",
+    "suffix-evict": "ms, the slowest draft()+accept()",
+    "suffix-edit": "us per output token",
+}
+
+
+def work(spec):
+    return probe(spec["probe"], spec["corpus"], spec["tokens"], spec["smoke"])
+
+
 def main():
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--before", required=True, help="the first checkout's src folder")
-    p.add_argument("--after", required=True, help="the second checkout's src folder")
-    p.add_argument("--rounds", type=int, default=5)
-    p.add_argument("--quick", action="store_true", help="5 MB corpora, short probes")
-    p.add_argument("--probes", default=",".join(PROBES), help="which probes, comma-separated")
-    p.add_argument(
-        "--child", nargs=3, metavar=("PROBE", "CORPUS", "TOKENS"), help=argparse.SUPPRESS
-    )
-    args = p.parse_args()
-    if args.child:
-        print(json.dumps(probe(*args.child, args.quick)))
+    ap = harness.parser(__doc__.split("\n\n")[0], rounds=5)
+    ap.add_argument("--before", help="the first checkout's src folder")
+    ap.add_argument("--after", help="the second checkout's src folder")
+    ap.add_argument("--probes", default=",".join(PROBES), help="which probes, comma-separated")
+    args = ap.parse_args()
+    if harness.worker_main(args, work):
         return
+    started, quiet = time.time(), harness.Quiet()
+    if args.smoke:  # this checkout against itself, two short probes
+        args.rounds, args.probes = 1, "drafter,suffix-batch"
+        args.before = args.before or str(harness.REPO / "src")
+        args.after = args.after or str(harness.REPO / "src")
+    if not (args.before and args.after):
+        ap.error("--before and --after name the two checkouts' src folders")
     probes = args.probes.split(",")
     if unknown := set(probes) - set(PROBES):
-        p.error(f"unknown probes {sorted(unknown)}: choose from {', '.join(PROBES)}")
-    corpus, tokens = data(args.quick, probes)
+        ap.error(f"unknown probes {sorted(unknown)}: choose from {', '.join(PROBES)}")
+    corpus, tokens = data(args.smoke, probes)
     variants = {
         "before": str(Path(args.before).resolve()),
         "after": str(Path(args.after).resolve()),
     }
     runs = {(v, name): [] for v in variants for name in probes}
-    for r in range(args.rounds + 1):  # round 0 compiles each checkout's kernels: not counted
-        order = list(variants) if r % 2 else list(variants)[::-1]
-        for name in probes:
-            for v in order:
-                env = {**os.environ, "PYTHONPATH": variants[v]}
-                cmd = [sys.executable, __file__, "--before", "-", "--after", "-"]
-                cmd += ["--child", name, str(corpus[PROBES[name]]), str(tokens)] + (
-                    ["--quick"] if args.quick else []
-                )
-                out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=True)
-                value = json.loads(out.stdout.strip().splitlines()[-1])
-                print(f"round {r} {v:<6} {name:<8} {value:.3f}", flush=True)
-                if r:
-                    runs[(v, name)].append(value)
+    # Round 0 compiles each checkout's kernels: not counted.
+    pairs = [(name, v) for name in probes for v in variants]
+    for r, (name, v) in harness.rounds(pairs, args.rounds + 1):
+        spec = {
+            "probe": name,
+            "corpus": corpus[PROBES[name]],
+            "tokens": str(tokens),
+            "smoke": args.smoke,
+        }
+        value = harness.fresh(__file__, spec, env={"PYTHONPATH": variants[v]})
+        print(f"round {r} {v:<6} {name:<8} {value:.3f}", file=sys.stderr, flush=True)
+        if r:
+            runs[(v, name)].append(value)
     rows = []
     for name in probes:
         b, a = runs[("before", name)], runs[("after", name)]
         rows.append(
             {
                 "probe": name,
-                "before": statistics.median(b),
-                "before_range": [min(b), max(b)],
-                "after": statistics.median(a),
-                "after_range": [min(a), max(a)],
+                "unit": UNITS[name],
+                "before": harness.spread(b),
+                "after": harness.spread(a),
                 "after_over_before": statistics.median(a) / statistics.median(b),
             }
         )
-    stamp = time.strftime("%Y-%m-%d-%H%M") + ("-quick" if args.quick else "")
-    out = Path(__file__).resolve().parent / "results"
-    out.mkdir(parents=True, exist_ok=True)
-    result = {"variants": variants, "rounds": args.rounds, "quick": args.quick, "rows": rows}
-    (out / f"{stamp}-ab.json").write_text(
-        json.dumps({**result, "runs": {f"{v} {n}": x for (v, n), x in runs.items()}}, indent=1)
-    )
-    units = {
-        "replay": "us per drafted token",
-        "drafter": "us per draft()+accept()",
-        "batch": f"us per sequence-step ({BATCH} sequences)",
-        "suffix-corpus": "us per draft()+accept()",
-        "suffix-long": "us per draft()+accept(), 64k context",
-        "suffix-batch": f"us per sequence-step ({BATCH} sequences)",
-        "suffix-sync": f"us per sequence-step ({BATCH} sequences)",
-        "suffix-replay": "us per replayed token",
-        "suffix-start": "us per prompt token",
-        "suffix-rebase": "ms, the slowest draft()+accept()",
-        "suffix-evict": "ms, the slowest draft()+accept()",
-        "suffix-edit": "us per output token",
+    result = {
+        "variants": variants,
+        "rounds": args.rounds,
+        "rows": rows,
+        "runs": {f"{v} {n}": x for (v, n), x in runs.items()},
     }
+    harness.save(
+        "ab", result, markdown, smoke=args.smoke, as_json=args.json, started=started, quiet=quiet
+    )
+
+
+def markdown(result):
+    variants = result["variants"]
     lines = [
         f"# A/B: {variants['before']} vs {variants['after']}",
         "",
-        f"{args.rounds} rounds, each (checkout, probe) a fresh process, interleaved; "
+        f"{result['rounds']} rounds, each (checkout, probe) a fresh process, interleaved; "
         "medians with ranges.",
         "",
         "| probe | unit | before | after | after / before |",
         "|---|---|---:|---:|---:|",
     ]
-    for row in rows:
-        lo_b, hi_b = row["before_range"]
-        lo_a, hi_a = row["after_range"]
+    for row in result["rows"]:
         lines.append(
-            f"| {row['probe']} | {units[row['probe']]} "
-            f"| {row['before']:.3f} ({lo_b:.3f}-{hi_b:.3f}) "
-            f"| {row['after']:.3f} ({lo_a:.3f}-{hi_a:.3f}) | {row['after_over_before']:.2f} |"
+            f"| {row['probe']} | {row['unit']} | {harness.fmt(row['before'], '.3f')} "
+            f"| {harness.fmt(row['after'], '.3f')} | {row['after_over_before']:.2f} |"
         )
-    (out / f"{stamp}-ab.md").write_text("\n".join(lines) + "\n")
-    print("\n".join(lines))
+    return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":

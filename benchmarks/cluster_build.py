@@ -1,9 +1,9 @@
 """Distributed build: the 541 MB corpus on Dask (local:1, local:2) against the single-machine build.
 
-    python benchmarks/cluster_build.py [--quick] [--rounds R] [--json]
+    python benchmarks/cluster_build.py [--rounds R] [--smoke]
 
 Every variant builds the static cache of the same token file (the 541 MB
-Gutenberg training text, Llama-3 tokens; ``--quick``: its first 25 MB) in a
+Gutenberg training text, Llama-3 tokens; ``--smoke``: its first MB) in a
 fresh process, interleaved over rounds: ``single`` (the single-machine
 build), ``local:1`` and ``local:2`` (a LocalCluster of 1 or 2 worker
 processes, started before the clock; ``local:2:1G`` with a memory limit of
@@ -12,60 +12,42 @@ Reported per variant: wall time (median and range), peak RSS of the
 process (single) or of each worker, the bytes workers sent (to each other
 and to the client) and the bytes the client received; and whether every
 output is the single-machine file byte for byte. Results:
-benchmarks/results/<stamp>-distributed.{json,md}.
+``benchmarks/results/cluster_build/STAMP.{json,md}``.
 """
 
-import argparse
 import hashlib
-import json
 import os
 import resource
 import sys
 import time
 from pathlib import Path
 
-import numpy as np
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-
-import corpora  # noqa: E402
+from common import corpora, harness
 
 VARIANTS = ("single", "local:1", "local:2", "local:2:1G")  # local:N[:per-worker memory limit]
 
 
-def token_file(quick):
-    full = corpora.DATA / f"train-{corpora.FULL_MB}M.{corpora.TOKENIZER}.i32"
-    if not full.exists():
-        corpora.full_tokens()  # tokenizes the training text once
-    if not quick:
-        return full
-    path = corpora.DATA / "train-25M.llama3.i32"
-    if not path.exists():
-        n = os.path.getsize(full) // 4 * 25 // corpora.FULL_MB
-        np.fromfile(full, dtype="<i4", count=n).tofile(path)
-    return path
+def token_file(smoke):
+    return corpora.prefix_file(1 if smoke else corpora.FULL_MB)
 
 
-def run(variant, quick, out):
-    from ngramdraft.build.corpus import Corpus
-    from ngramdraft.build.local import build_static
-    from ngramdraft.cli.args import parse_size
+def run(variant, smoke, out):
+    from ngramdraft import StaticCache
 
-    corpus = Corpus.of([token_file(quick)])
+    tokens = token_file(smoke)
     if variant == "single":
         t0 = time.perf_counter()
-        build_static(corpus.triples(), out, meta=corpus.meta())
+        StaticCache.build(tokens, out)
         seconds = time.perf_counter() - t0
         rss = [resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024]
         sent = received = 0
     else:
         import distributed
 
-        from ngramdraft.build import distributed as D
-
         _, n, *limit = variant.split(":")
-        memory_limit = parse_size(limit[0]) if limit else None
+        memory_limit = int(limit[0].rstrip("G")) << 30 if limit else None
         with (
             distributed.LocalCluster(
                 n_workers=int(n),
@@ -76,9 +58,9 @@ def run(variant, quick, out):
             ) as cluster,
             distributed.Client(cluster) as client,
         ):
-            client.run(lambda: __import__("ngramdraft.kernels.triples"))  # imports off the clock
+            client.run(lambda: __import__("ngramdraft").StaticCache)  # imports off the clock
             t0 = time.perf_counter()
-            header = D.build(client, corpus, out, memory_limit=memory_limit)
+            cache = StaticCache.build_distributed([tokens], out, client, memory_limit=memory_limit)
             seconds = time.perf_counter() - t0
 
             def peak():
@@ -90,7 +72,7 @@ def run(variant, quick, out):
             rss = sorted(client.run(peak).values())
             sent = sum(client.run(sent_bytes).values())
             # What the client received: each partition's grouped arrays.
-            received = header.n_keys * (8 + 8) + header.n_entries * (4 + 4)
+            received = len(cache) * (8 + 8) + cache.n_entries * (4 + 4)
     return {
         "variant": variant,
         "seconds": seconds,
@@ -101,54 +83,58 @@ def run(variant, quick, out):
     }
 
 
+def work(spec):
+    corpora.SMOKE = spec["smoke"]
+    return run(spec["variant"], spec["smoke"], spec["out"])
+
+
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="the first 25 MB, one round")
-    ap.add_argument("--rounds", type=int, help="rounds (default 2; 1 with --quick)")
-    ap.add_argument("--json", action="store_true", help="print the result as JSON")
-    ap.add_argument("--worker", help=argparse.SUPPRESS)
+    ap = harness.parser(__doc__.splitlines()[0], rounds=2)
+    ap.add_argument("--variants", default=",".join(VARIANTS))
     args = ap.parse_args()
-    if args.worker:
-        spec = json.loads(args.worker)
-        corpora.QUICK = spec["quick"]
-        print(json.dumps(run(spec["variant"], spec["quick"], spec["out"])))
+    if harness.worker_main(args, work):
         return
-    corpora.QUICK = args.quick
-    token_file(args.quick)
-    rounds = args.rounds or (1 if args.quick else 2)
+    started, quiet = time.time(), harness.Quiet()
+    corpora.SMOKE = args.smoke
+    if args.smoke:
+        args.rounds, args.variants = 1, "single,local:1"
+    token_file(args.smoke)
+    variants = args.variants.split(",")
     runs = []
-    t_start = time.time()
-    for r in range(rounds):
-        order = VARIANTS if r % 2 == 0 else VARIANTS[::-1]
-        for variant in order:
-            out = corpora.DATA / f"dist-{variant.replace(':', '')}.ngd"
-            spec = {"variant": variant, "quick": args.quick, "out": str(out)}
-            result = corpora.worker(__file__, spec)
-            result["round"] = r
-            runs.append(result)
-            print(f"round {r + 1}/{rounds} {variant:<8} {result['seconds']:.1f} s", file=sys.stderr)
+    for r, variant in harness.rounds(variants, args.rounds):
+        out = corpora.DATA / f"dist-{variant.replace(':', '')}.ngd"
+        result = harness.fresh(__file__, {"variant": variant, "smoke": args.smoke, "out": str(out)})
+        result["round"] = r
+        runs.append(result)
+        print(
+            f"round {r + 1}/{args.rounds} {variant:<8} {result['seconds']:.1f} s", file=sys.stderr
+        )
     table = {}
-    for variant in VARIANTS:
+    for variant in variants:
         mine = [x for x in runs if x["variant"] == variant]
-        seconds = [x["seconds"] for x in mine]
         table[variant] = {
-            "seconds": float(np.median(seconds)),
-            "range": [min(seconds), max(seconds)],
+            "seconds": harness.spread([x["seconds"] for x in mine]),
             "peak_rss_mb": mine[-1]["peak_rss_mb"],
             "worker_bytes_sent": mine[-1]["worker_bytes_sent"],
             "client_bytes_received": mine[-1]["client_bytes_received"],
         }
     result = {
-        "corpus": "first 25 MB" if args.quick else "541 MB Gutenberg training text",
-        "tokens_bytes": os.path.getsize(token_file(args.quick)),
-        "rounds": rounds,
+        "corpus": "first MB (smoke)" if args.smoke else "541 MB Gutenberg training text",
+        "tokens_bytes": os.path.getsize(token_file(args.smoke)),
+        "rounds": args.rounds,
         "identical": len({x["md5"] for x in runs}) == 1,
         "variants": table,
         "runs": runs,
-        "seconds": time.time() - t_start,
     }
-    name = "distributed-quick" if args.quick else "distributed"
-    corpora.save_results(name, result, markdown, args.json)
+    harness.save(
+        "cluster_build",
+        result,
+        markdown,
+        smoke=args.smoke,
+        as_json=args.json,
+        started=started,
+        quiet=quiet,
+    )
 
 
 def markdown(result):
@@ -163,7 +149,7 @@ def markdown(result):
     for variant, v in result["variants"].items():
         rss = ", ".join(f"{x:.0f}" for x in v["peak_rss_mb"])
         lines.append(
-            f"| {variant} | {v['seconds']:.1f} ({v['range'][0]:.1f}-{v['range'][1]:.1f}) | {rss} "
+            f"| {variant} | {harness.fmt(v['seconds'], '.1f')} | {rss} "
             f"| {v['worker_bytes_sent'] / 1e6:.0f} | {v['client_bytes_received'] / 1e6:.0f} |"
         )
     return "\n".join(lines) + "\n"

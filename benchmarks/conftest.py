@@ -1,41 +1,69 @@
-"""pytest-benchmark suites: `pytest benchmarks/ --benchmark-only` (run from the repo root).
+"""pytest-benchmark suites: ``pytest benchmarks/ --benchmark-only`` (from the repo root).
 
 Every group has one baseline (extra_info["baseline"]) timed in the same run; the
 summary at the end prints each benchmark's ratio to it. pytest-benchmark times
-whole calls: a replay here includes what lookup-stats leaves out of its clock
-(allocating the tables, merging each chunk into the dynamic cache), on a
-20,000-token stream, so these ratios understate the per-drafted-token ones
-that benchmarks/scaling.py reports.
+whole calls in one process: a replay here includes what lookup-stats leaves
+out of its clock (allocating the tables, merging each chunk into the dynamic
+cache), on a 20,000-token stream, so these ratios understate the per-drafted-
+token ones that ``scaling.py`` reports from fresh processes. ``--smoke`` runs
+each benchmark once on a 1 MB corpus and 5,000 tokens (with ``--benchmark-disable``:
+the test suite's check that the suites still run).
 """
 
+import importlib.util
 import sys
 from pathlib import Path
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import corpora
+
+from common import corpora, harness
 
 N_CTX, N_DRAFT = 4096, 8
 
 
-@pytest.fixture(scope="session")
-def stream():
-    """The first 20,000 tokens of the held-out test stream."""
-    return corpora.test_stream(20_000)
+def pytest_addoption(parser):
+    parser.addoption("--smoke", action="store_true", help="1 MB corpus, 5,000 tokens")
 
 
 @pytest.fixture(scope="session")
-def static25():
-    return corpora.static_cache(25)[0]
+def smoke(request):
+    corpora.SMOKE = request.config.getoption("--smoke")
+    return corpora.SMOKE
 
 
 @pytest.fixture(scope="session")
-def ref_static25():
-    """The 25 MB static cache as the reference's dict of dicts."""
-    import reference as R
+def stream(smoke):
+    """The first 20,000 tokens of the held-out test stream (5,000: smoke)."""
+    return corpora.test_stream(5_000 if smoke else 20_000)
 
-    return R.static_cache(corpora.prefix_tokens(25).tolist())
+
+@pytest.fixture(scope="session")
+def corpus_mb(smoke):
+    return 1 if smoke else 25
+
+
+@pytest.fixture(scope="session")
+def static(corpus_mb):
+    return corpora.static_cache(corpus_mb)
+
+
+@pytest.fixture(scope="session")
+def reference():
+    """The plain-Python reference the tests hold (dicts, written from docs/rules.md)."""
+    spec = importlib.util.spec_from_file_location(
+        "reference", harness.REPO / "tests" / "reference.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="session")
+def ref_static(reference, corpus_mb):
+    """The same static cache as the reference's dict of dicts."""
+    return reference.static_cache(corpora.prefix_tokens(corpus_mb).tolist())
 
 
 def baseline(benchmark):

@@ -7,9 +7,11 @@ ru_maxrss) and bytes per corpus token on disk. Then queries on the largest
 prefix, over held-out text (64-token contexts): the longest suffix of the
 context found in the corpus and what follows it.
 
-* ``ngramdraft``: ``build_suffixes`` (``build/suffixes.py``), the file the
-  suffix rules draft from: tokens and a suffix array ordered to 64 tokens;
-  query: ``kernels/suffixsearch.longest`` and one ``draft`` of 8 tokens.
+* ``ngramdraft``: ``SuffixCorpus.build``, the file the suffix rules draft
+  from: tokens and a suffix array ordered to 64 tokens; queries:
+  ``SuffixCorpus.longest_match``, and one 8-token draft of a
+  ``Drafter(rules="suffix")`` from the corpus (``start`` on the context,
+  not timed, then ``draft``).
 * ``infini-gram``: the registry's ``infini-gram`` (2.6), its own indexer
   (``indexing.build_sa``, the Rust ``rust_indexing``) over the same tokens
   in its compact u16 layout (the corpus's 62,344 distinct Llama-3 ids
@@ -22,11 +24,12 @@ context found in the corpus and what follows it.
   ngramdraft's build sorts with (token ids as big-endian bytes, its only
   way): what joining, ordering ties to the depth and writing the file add.
 
-    python benchmarks/corpus_index.py [--quick] [--rounds 3] [--json]
+    python benchmarks/corpus_index.py [--sizes 25 100 541] [--rounds 3] [--smoke]
+
+Results: ``benchmarks/results/corpus_index/STAMP.{md,json}``.
 """
 
 import argparse
-import json
 import os
 import resource
 import shutil
@@ -37,28 +40,20 @@ from pathlib import Path
 
 import numpy as np
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-import corpora  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import corpora, harness
 
 VARIANTS = ("ngramdraft", "ngramdraft-2G", "infini-gram", "divsufsort")
 CONTEXT = 64
 SEPARATOR_U16 = 0xFFFF
 
 
-def _tokens_file(mb):
-    path = corpora.DATA / f"train-{mb}M.{corpora.TOKENIZER}.i32"
-    if not path.exists():
-        corpora.prefix_tokens(mb).tofile(path)
-    return path
-
-
 def build_ngramdraft(tokens_path, out_dir, memory_limit=None):
-    from ngramdraft.build.corpus import Corpus
-    from ngramdraft.build.suffixes import build_suffixes
+    from ngramdraft import SuffixCorpus
 
     out = out_dir / "corpus.ngd"
-    build_suffixes(Corpus.of([tokens_path]), out, memory_limit=memory_limit)
+    SuffixCorpus.build(tokens_path, out, memory_limit=memory_limit)
     return out.stat().st_size
 
 
@@ -138,31 +133,26 @@ def query_worker(spec):
     contexts = _contexts(spec["queries"])
     out_dir = Path(spec["out"])
     if spec["variant"] == "ngramdraft":
-        from ngramdraft.caches.corpus import SuffixCorpus
-        from ngramdraft.drafting.suffix import corpus_params
-        from ngramdraft.kernels import suffixsearch as S
+        from ngramdraft import Drafter, SuffixCorpus
 
         t0 = time.perf_counter()
         corpus = SuffixCorpus.open(out_dir / "corpus.ngd")
         t_open = time.perf_counter() - t0
         corpus.prefault().wait()  # the pages mapped: queries, not page faults, are timed
-        params = corpus_params(corpus)
-        buf = np.zeros(8, dtype=np.int32)
-        last = np.full(S.LAST_WORDS, -1, dtype=np.int64)  # unrelated contexts: no last search
-        args = corpus.text, corpus.sa, corpus.buckets, corpus.grams
-        S.draft(*args, contexts[0], CONTEXT, params, last, buf)  # loads both kernels
-        S.longest(corpus.text, corpus.sa, corpus.buckets, corpus.grams, contexts[0], CONTEXT, 1, 64)
+        drafter = Drafter(rules="suffix", static=corpus, n_draft=8)
+        corpus.longest_match(contexts[0])  # loads the kernels
+        drafter.start(contexts[0])
+        drafter.draft()
         t0 = time.perf_counter()
-        lengths = [
-            S.longest(corpus.text, corpus.sa, corpus.buckets, corpus.grams, c, CONTEXT, 1, 64)[0]
-            for c in contexts
-        ]
+        lengths = [corpus.longest_match(c)[0] for c in contexts]
         t_longest = time.perf_counter() - t0
-        t0 = time.perf_counter()
+        t_draft = 0.0
         for c in contexts:
-            last[S.LAST_N] = -1
-            S.draft(*args, c, CONTEXT, params, last, buf)
-        t_draft = time.perf_counter() - t0
+            drafter.start(c)  # a new sequence: unrelated contexts, no search to go on from
+            t0 = time.perf_counter()
+            drafter.draft()
+            t_draft += time.perf_counter() - t0
+            drafter.finish()
         return {
             "us_open": 1e6 * t_open,
             "us_longest": 1e6 * t_longest / len(contexts),
@@ -193,56 +183,44 @@ def query_worker(spec):
     }
 
 
-def _median(values):
-    return {
-        "median": float(np.median(values)),
-        "min": float(min(values)),
-        "max": float(max(values)),
-    }
-
-
-def run(sizes, rounds, queries):
+def run(sizes, rounds, queries, variants):
     result = {"sizes_mb": sizes, "rounds": rounds, "builds": {}, "queries": {}}
-    t_start = time.perf_counter()
     for mb in sizes:
-        tokens = _tokens_file(mb)
-        rows = {v: [] for v in VARIANTS}
-        for r in range(rounds):
-            for variant in VARIANTS if r % 2 == 0 else VARIANTS[::-1]:
-                with tempfile.TemporaryDirectory(dir=corpora.DATA) as tmp:
-                    spec = {"variant": variant, "tokens": str(tokens), "out": tmp}
-                    rows[variant].append(corpora.worker(__file__, {"build": spec}))
+        tokens = corpora.prefix_file(mb)
+        rows = {v: [] for v in variants}
+        for _, variant in harness.rounds(variants, rounds):
+            with tempfile.TemporaryDirectory(dir=corpora.DATA) as tmp:
+                spec = {"variant": variant, "tokens": str(tokens), "out": tmp}
+                rows[variant].append(harness.fresh(__file__, {"build": spec}))
         result["builds"][str(mb)] = {
             v: {
                 "n_tokens": runs[0]["n_tokens"],
                 "bytes_per_token": runs[0]["bytes_per_token"],
-                "seconds": _median([x["seconds"] for x in runs]),
-                "peak_gib": _median([x["peak_bytes"] / 2**30 for x in runs]),
+                "seconds": harness.spread([x["seconds"] for x in runs]),
+                "peak_gib": harness.spread([x["peak_bytes"] / 2**30 for x in runs]),
             }
             for v, runs in rows.items()
         }
-    largest = _tokens_file(sizes[-1])
+    largest = corpora.prefix_file(sizes[-1])
     keep = Path(tempfile.mkdtemp(dir=corpora.DATA))
     try:
-        for variant in ("ngramdraft", "infini-gram"):
-            corpora.worker(
-                __file__, {"build": {"variant": variant, "tokens": str(largest), "out": str(keep)}}
-            )
-        runs = {"ngramdraft": [], "infini-gram": []}
-        for r in range(rounds):
-            for variant in runs if r % 2 == 0 else list(runs)[::-1]:
-                spec = {"variant": variant, "out": str(keep), "queries": queries}
-                runs[variant].append(corpora.worker(__file__, {"query": spec}))
+        queried = [v for v in ("ngramdraft", "infini-gram") if v in variants]
+        for variant in queried:
+            spec = {"variant": variant, "tokens": str(largest), "out": str(keep)}
+            harness.fresh(__file__, {"build": spec})
+        runs = {v: [] for v in queried}
+        for _, variant in harness.rounds(queried, rounds):
+            spec = {"variant": variant, "out": str(keep), "queries": queries}
+            runs[variant].append(harness.fresh(__file__, {"query": spec}))
         result["queries"] = {
             v: {
                 "mean_match": rs[0]["mean_match"],
-                **{k: _median([x[k] for x in rs]) for k in rs[0] if k.startswith("us_")},
+                **{k: harness.spread([x[k] for x in rs]) for k in rs[0] if k.startswith("us_")},
             }
             for v, rs in runs.items()
         }
     finally:
         shutil.rmtree(keep)
-    result["seconds"] = time.perf_counter() - t_start
     return result
 
 
@@ -282,26 +260,34 @@ def markdown(result):
     return "\n".join(lines) + "\n"
 
 
+def work(spec):
+    corpora.SMOKE = spec.get("smoke", False)
+    return build_worker(spec["build"]) if "build" in spec else query_worker(spec["query"])
+
+
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--quick", action="store_true", help="the 25 MB prefix, one round")
-    ap.add_argument(
-        "--sizes", type=int, nargs="+", help="corpus prefixes in MB (default: 25 100 541)"
-    )
-    ap.add_argument("--rounds", type=int, default=3)
+    ap = harness.parser(__doc__.split("\n")[0])
+    ap.add_argument("--sizes", type=int, nargs="+", help="corpus prefixes in MB (25 100 541)")
     ap.add_argument("--queries", type=int, default=2000)
-    ap.add_argument("--json", action="store_true")
-    ap.add_argument("--worker", help=argparse.SUPPRESS)
+    ap.add_argument("--variants", default=",".join(VARIANTS))
     args = ap.parse_args()
-    if args.worker:
-        spec = json.loads(args.worker)
-        out = build_worker(spec["build"]) if "build" in spec else query_worker(spec["query"])
-        print(json.dumps(out))
+    if harness.worker_main(args, work):
         return
-    sizes = [25] if args.quick else args.sizes or [25, 100, corpora.FULL_MB]
-    rounds = 1 if args.quick else args.rounds
-    result = run(sizes, rounds, args.queries)
-    corpora.save_results("corpus-index", result, markdown, args.json)
+    started, quiet = time.time(), harness.Quiet()
+    corpora.SMOKE = args.smoke
+    if args.smoke:  # infini-gram's indexer is an extra: the smoke run leaves it out
+        args.rounds, args.sizes, args.queries, args.variants = 1, [1], 50, "ngramdraft,divsufsort"
+    sizes = args.sizes or [25, 100, corpora.FULL_MB]
+    result = run(sizes, args.rounds, args.queries, args.variants.split(","))
+    harness.save(
+        "corpus_index",
+        result,
+        markdown,
+        smoke=args.smoke,
+        as_json=args.json,
+        started=started,
+        quiet=quiet,
+    )
 
 
 if __name__ == "__main__":

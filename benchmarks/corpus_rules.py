@@ -9,23 +9,27 @@ tokens per pass, drafted per pass and the share accepted at k = 8, the
 sequence and earlier requests as usual. Quality only (deterministic): one
 process, one round.
 
-    python benchmarks/corpus_rules.py [--quick] [--tokens 20000]
+    python benchmarks/corpus_rules.py [--tokens 20000] [--smoke]
+
+The thresholds are the suffix drafter's ``corpus_min_match``,
+``corpus_min_count`` and ``corpus_min_share``. Results:
+``benchmarks/results/corpus_rules/STAMP.{md,json}``.
 """
 
-import argparse
 import itertools
 import sys
 import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-import corpora  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import corpora, harness
 
 MIN_MATCH = (2, 3, 4, 6)
 MIN_COUNT = (1, 2, 4, 8)
-MIN_SHARE = (50, 70, 90)  # the search needs 50 or more (kernels/suffixsearch.py)
+MIN_SHARE = (50, 70, 90)  # the search needs 50 or more
 K = 8
+CHOSEN = (2, 4, 50)  # the suffix rules' defaults (docs/suffix.md; a test keeps them equal)
 
 
 def replay(drafter, prompt, output):
@@ -46,26 +50,32 @@ def replay(drafter, prompt, output):
 
 def main():
     from ngramdraft import Drafter
-    from ngramdraft.kernels import suffixsearch as S
-    from ngramdraft.rules import suffix as R
 
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--quick", action="store_true", help="25 MB corpus, 2,000 tokens")
+    ap = harness.parser(__doc__.split("\n")[0], rounds=1)
     ap.add_argument("--tokens", type=int, default=20000)
     args = ap.parse_args()
-    mb = corpora.FULL_MB
-    if args.quick:
-        corpora.QUICK, mb, args.tokens = True, 25, 2000
-    path, _ = corpora.suffix_corpus(mb)
+    started = time.time()
+    corpora.SMOKE = args.smoke
+    mb = 1 if args.smoke else corpora.FULL_MB
+    grid = list(itertools.product(MIN_MATCH, MIN_COUNT, MIN_SHARE))
+    if args.smoke:
+        args.tokens, grid = 300, grid[:2]
+    corpus = corpora.suffix_corpus(mb)
     stream = corpora.test_stream(512 + args.tokens)
     prompt, output = stream[:512], stream[512:]
     rows = []
-    t0 = time.perf_counter()
-    for match, count, share in [(0, 0, 0), *itertools.product(MIN_MATCH, MIN_COUNT, MIN_SHARE)]:
-        drafter = Drafter(rules="suffix", static=None if match == 0 else str(path), n_draft=K)
-        if match:  # the search's parameters in the drafter's state (rules/suffix.py)
-            params = drafter._st[R.CORPUS_ARGS : R.CORPUS_ARGS + 4]
-            params[[S.MIN_MATCH, S.MIN_COUNT, S.MIN_SHARE]] = match, count, share
+    for match, count, share in [(0, 0, 0), *grid]:
+        if match:
+            drafter = Drafter(
+                rules="suffix",
+                static=corpus,
+                n_draft=K,
+                corpus_min_match=match,
+                corpus_min_count=count,
+                corpus_min_share=share,
+            )
+        else:
+            drafter = Drafter(rules="suffix", n_draft=K)
         passes, drafted, accepted = replay(drafter, prompt, output)
         rows.append(
             {
@@ -77,22 +87,17 @@ def main():
                 "accepted_share": accepted / drafted if drafted else 0.0,
             }
         )
-    result = {
-        "corpus_mb": mb,
-        "tokens": len(output),
-        "k": K,
-        "chosen": [R.CORPUS_MIN_MATCH, R.CORPUS_MIN_COUNT, R.CORPUS_MIN_SHARE],
-        "rows": rows,
-        "seconds": time.perf_counter() - t0,
-    }
-    corpora.save_results("corpus-rules", result, markdown)
+    result = {"corpus_mb": mb, "tokens": len(output), "k": K, "chosen": CHOSEN, "rows": rows}
+    harness.save(
+        "corpus_rules", result, markdown, smoke=args.smoke, as_json=args.json, started=started
+    )
 
 
 def markdown(result):
     lines = [
         "# The suffix rules' corpus constants on held-out prose",
         "",
-        f"`python benchmarks/corpus_rules.py`: {result['tokens']} held-out tokens, the "
+        f"{result['tokens']} held-out tokens, the "
         f"{result['corpus_mb']} MB corpus, k = {result['k']}; chosen (match, count, share): "
         f"{tuple(result['chosen'])}. Row 0: no corpus.",
         "",

@@ -24,50 +24,40 @@ also: ``cost-aware`` (``static`` with ``CostAwareLength``), ``suffix`` and
 ceiling: the longest earlier copy of the true text, what a speedup
 is measured against).
 
-Workloads (each generates --tokens tokens, 2,000 by default):
-* ``open-ended``: held-out Gutenberg text after a 512-token prompt;
-* ``edit``: the prompt holds one of this project's source files, the output
-  restates it with identifiers and words renamed (copy-heavy work);
-* ``templated``: short requests sharing a system prompt and an output format,
-  one sequence each; ngramdraft's dynamic cache carries across them;
-* ``real-edit``: files changed between two releases of public packages
-  (``edits.py``): the old file and the instruction, then the new file.
+Workloads: ``common/workloads.py``'s teacher-forced ones (open-ended, edit,
+templated, real-edit), --tokens tokens each (2,000 by default).
 
 Every (workload, drafter) run is a fresh process; runs are interleaved over
 rounds, and figures are medians over rounds with their ranges; speedups are
 taken within a round. Also measured: the cost of one forward pass over k
 tokens relative to one token (k = 1 .. 33), which explains the speedups, and
-each drafter's own cost per call at an 8k-token context.
+each drafter's own cost per call at an 8k-token context. ``--smoke``: a tiny
+random model, 40 tokens, one round.
 
-Results: ``benchmarks/results/<stamp>-e2e.{json,md,png}``.
+Results: ``benchmarks/results/e2e/STAMP.{json,md,png}``.
 """
 
-import argparse
-import json
 import os
-import re
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-HERE = Path(__file__).resolve().parent
-REPO = HERE.parent
-sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import corpora  # noqa: E402
+from common import corpora, drafters, harness, workloads
 
 MODEL = corpora.DATA / "qwen25-05b-llama3-q8_0.gguf"
+SMOKE_MODEL = corpora.DATA / "tiny-llama3-q8_0.gguf"
 DRAFTERS = ("none", "lookup", "context", "static", "adaptive")
 # The suffix rules, and the ceiling's drafts for reference (run with --drafters).
 SUFFIX = ("suffix", "suffix-cost-aware", "ceiling")
 MAX_PASS = 33  # the pass cost is measured up to this many tokens (a 32-token draft)
-WORKLOADS = ("open-ended", "edit", "templated", "real-edit")
+WORKLOADS = tuple(workloads.TEXTS)
 N_DRAFT = 8
 # The opt-in policies by drafter name: AdaptiveLength's default and each of
-# its two parts alone, and CostAwareLength given this engine's pass costs
-# (benchmarks/policy.py replays the same ones).
+# its two parts alone, and CostAwareLength given this engine's pass costs.
 ADAPTIVE = {
     "adaptive": {},
     "adaptive-length": {"off_below": 0.0},
@@ -75,113 +65,6 @@ ADAPTIVE = {
 }
 POLICIES = (*ADAPTIVE, "cost-aware")
 THREADS = 2
-
-
-# -- the workloads -------------------------------------------------------------
-
-
-def _encode(text):
-    from ngramdraft.tokenizers import load_tokenizer
-
-    ids, _ = load_tokenizer(corpora.TOKENIZER).encode_batch([text])
-    return ids.tolist()
-
-
-def open_ended(n):
-    stream = corpora.test_stream(512 + n + 1).tolist()
-    return [(stream[:512], stream[512:])]
-
-
-# Renames an editing request asks for: identifiers of the source and common words.
-_EDITS = {
-    r"\bargs\b": "options",
-    r"\bpath\b": "location",
-    r"\bcache\b": "store",
-    r"\btokens\b": "ids",
-    r"\bstatic\b": "corpus_cache",
-    r"\bthe\b": "this",
-    r"\berror\b": "failure",
-}
-
-
-def edit(n):
-    source = (REPO / "src" / "ngramdraft" / "drafting" / "drafter.py").read_text()
-    lines, text = source.splitlines(keepends=True), ""
-    for line in lines:  # as many whole lines as make about n tokens of output
-        if len(_encode(text + line)) > n + 16:
-            break
-        text += line
-    edited = text
-    for pattern, replacement in _EDITS.items():
-        edited = re.sub(pattern, replacement, edited)
-    renames = ", ".join(f"{p.strip(chr(92) + 'b')} -> {r}" for p, r in _EDITS.items())
-    prompt = (
-        f"Rewrite this Python module, renaming {renames}. Change nothing else.\n\n"
-        f"```python\n{text}```\n\nThe rewritten module:\n\n```python\n"
-    )
-    return [(_encode(prompt), _encode(edited))]
-
-
-_SYSTEM = (
-    "You are a records assistant. For each request, answer with one JSON object with the "
-    'keys "name", "city", "age", "plan" and "note", in that order, values as given, the '
-    "note a short sentence about the plan. Answer with the JSON object only.\n\n"
-)
-_NAMES = [
-    "Ada",
-    "Grace",
-    "Alan",
-    "Edsger",
-    "Barbara",
-    "Donald",
-    "Ken",
-    "Dennis",
-    "Margaret",
-    "Linus",
-    "Guido",
-    "Bjarne",
-]
-_CITIES = [
-    "Lisbon",
-    "Oslo",
-    "Quito",
-    "Lagos",
-    "Hanoi",
-    "Perth",
-    "Lima",
-    "Riga",
-    "Turin",
-    "Kyoto",
-    "Cork",
-    "Bergen",
-]
-_PLANS = ("basic", "team", "enterprise", "student")
-
-
-def templated(n):
-    rng = np.random.default_rng(0)
-    requests, total = [], 0
-    while total < n:
-        name, city = rng.choice(_NAMES), rng.choice(_CITIES)
-        age, plan = int(rng.integers(18, 90)), str(rng.choice(_PLANS))
-        ask = f"Request: register {name} from {city}, age {age}, on the {plan} plan.\nAnswer: "
-        answer = (
-            f'{{"name": "{name}", "city": "{city}", "age": {age}, "plan": "{plan}", '
-            f'"note": "{name} is on the {plan} plan."}}\n'
-        )
-        prompt, output = _encode(_SYSTEM + ask), _encode(answer)
-        requests.append((prompt, output))
-        total += len(output)
-    return requests
-
-
-def real_edit(n):
-    import edits
-
-    return edits.requests(n, _encode)
-
-
-MAKERS = {"open-ended": open_ended, "edit": edit, "templated": templated, "real-edit": real_edit}
 
 
 # -- one run (a fresh process) ---------------------------------------------------
@@ -197,17 +80,15 @@ def make_policy(name, pass_cost=None):
 
 
 class CeilingDraft:
-    """The ceiling's drafts (``drafting.py``): the longest run of the upcoming true tokens
-    found earlier in the sequence, capped at N_DRAFT; it is told each request's text."""
+    """The ceiling's drafts (``common/drafters.py``): the longest run of the upcoming true
+    tokens found earlier in the sequence, capped at N_DRAFT; it is told each request's text."""
 
     def __init__(self):
         self.full = np.zeros(0, dtype=np.intc)
 
     def __call__(self, input_ids, /, **kwargs):
-        from drafting import ceiling_length
-
         upcoming = self.full[len(input_ids) : len(input_ids) + N_DRAFT]
-        return upcoming[: ceiling_length(np.asarray(input_ids), upcoming, N_DRAFT)]
+        return upcoming[: drafters.ceiling_length(np.asarray(input_ids), upcoming, N_DRAFT)]
 
 
 def make_drafter(name, quick, llama=None):
@@ -234,8 +115,8 @@ def make_drafter(name, quick, llama=None):
     return NgramDraftModel(static=static, dynamic=NgramCache(), n_draft=N_DRAFT, policy=policy)
 
 
-def static_cache(quick):
-    return corpora.parity_static() if quick else corpora.static_cache(corpora.FULL_MB)[0]
+def static_cache(smoke):
+    return corpora.static_cache(1 if smoke else corpora.FULL_MB)
 
 
 def teacher_forced(llama, draft_model, prompt, text):
@@ -271,13 +152,23 @@ def teacher_forced(llama, draft_model, prompt, text):
     return time.perf_counter() - t0, passes, drafted, accepted
 
 
-def run_one(workload, drafter, n, quick):
-    from ngramdraft.integrations.llama_cpp import load_llama
+def _model(smoke):
+    return SMOKE_MODEL if smoke else MODEL
 
-    requests = MAKERS[workload](n)
+
+def run_one(workload, drafter, n, quick):
+    import llama_cpp
+
+    requests = workloads.TEXTS[workload](n)
     n_ctx = max(len(p) + len(t) for p, t in requests) + 64
-    llama = load_llama(
-        MODEL, n_ctx=n_ctx, n_threads=THREADS, n_threads_batch=THREADS, logits_all=True
+    # The host's eval with every position's logits: what teacher forcing reads.
+    llama = llama_cpp.Llama(
+        str(_model(quick)),
+        n_ctx=n_ctx,
+        n_threads=THREADS,
+        n_threads_batch=THREADS,
+        logits_all=True,
+        verbose=False,
     )
     draft_model = make_drafter(drafter, quick, llama)
     seconds = passes = drafted = accepted = tokens = 0
@@ -300,14 +191,12 @@ def run_one(workload, drafter, n, quick):
     }
 
 
-def batch_cost(reps=7):
+def batch_cost(smoke, reps=7):
     """Median seconds of one forward pass over k tokens at a 1,024-token context, k = 1..33."""
     from ngramdraft.integrations.llama_cpp import load_llama
 
-    llama = load_llama(
-        MODEL, n_ctx=2048, n_threads=THREADS, n_threads_batch=THREADS, logits_all=True
-    )
-    return pass_costs(llama, reps, MAX_PASS)
+    llama = load_llama(_model(smoke), n_ctx=2048, n_threads=THREADS, n_threads_batch=THREADS)
+    return pass_costs(llama, 1 if smoke else reps, 9 if smoke else MAX_PASS)
 
 
 def pass_costs(llama, reps=7, n_tokens=N_DRAFT + 1):
@@ -319,6 +208,8 @@ def pass_costs(llama, reps=7, n_tokens=N_DRAFT + 1):
 
 
 def drafter_cost(quick, n_ctx=8192, calls=400):
+    if quick:
+        n_ctx, calls = 1024, 20
     """Median microseconds per draft-model call at an n_ctx-token sequence growing by one."""
     stream = corpora.test_stream(n_ctx + calls).astype(np.intc)
     out = {}
@@ -338,21 +229,35 @@ def drafter_cost(quick, n_ctx=8192, calls=400):
 # -- the driver ----------------------------------------------------------------
 
 
-def ensure_inputs(quick):
-    sys.path.insert(0, str(REPO / "tests"))  # the tests' model writer
-    from random_gguf import QWEN25_05B_LLAMA3, write_random_gguf
+def ensure_inputs(smoke):
+    sys.path.insert(0, str(harness.REPO / "tests"))  # the tests' model writer
+    from random_gguf import QWEN25_05B_LLAMA3, Shape, write_random_gguf
 
+    # A smoke run's model: the Llama-3 vocabulary over two tiny layers.
+    tiny = Shape(
+        n_vocab=128256, n_embd=64, n_layer=2, n_head=4, n_head_kv=2, n_ff=128, tied_output=True
+    )
     corpora.DATA.mkdir(parents=True, exist_ok=True)
-    if not MODEL.exists():
-        print(f"writing {MODEL.name} (random weights, Q8_0) ...", file=sys.stderr)
-        tmp = MODEL.with_suffix(".part")
-        write_random_gguf(tmp, QWEN25_05B_LLAMA3, quantization="Q8_0")
-        tmp.replace(MODEL)
-    static_cache(quick)
+    path = _model(smoke)
+    if not path.exists():
+        print(f"writing {path.name} (random weights, Q8_0) ...", file=sys.stderr)
+        tmp = path.with_suffix(".part")
+        write_random_gguf(tmp, tiny if smoke else QWEN25_05B_LLAMA3, quantization="Q8_0")
+        tmp.replace(path)
+    static_cache(smoke)
 
 
 def child(spec):
-    return corpora.worker(__file__, spec)
+    return harness.fresh(__file__, spec)
+
+
+def work(spec):
+    corpora.SMOKE = spec.get("quick", False)
+    if spec["kind"] == "run":
+        return run_one(spec["workload"], spec["drafter"], spec["n"], spec["quick"])
+    if spec["kind"] == "batch_cost":
+        return batch_cost(spec["quick"])
+    return drafter_cost(spec["quick"])
 
 
 def summarize(runs, workloads, rounds):
@@ -456,10 +361,7 @@ def plot(result, path):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="200 tokens, one round, 25 MB static")
-    ap.add_argument("--json", action="store_true", help="print the result as JSON")
-    ap.add_argument("--rounds", type=int, help="rounds (default 3; 1 with --quick)")
+    ap = harness.parser(__doc__.splitlines()[0])
     ap.add_argument("--tokens", type=int, help="generated tokens per workload (default 2000)")
     ap.add_argument(
         "--drafters",
@@ -469,59 +371,50 @@ def main():
     ap.add_argument(
         "--workloads", help=f"comma-separated workloads (default: {','.join(WORKLOADS)})"
     )
-    ap.add_argument("--worker", help=argparse.SUPPRESS)
     args = ap.parse_args()
-    if args.worker:
-        spec = json.loads(args.worker)
-        if spec["kind"] == "run":
-            out = run_one(spec["workload"], spec["drafter"], spec["n"], spec["quick"])
-        elif spec["kind"] == "batch_cost":
-            out = batch_cost()
-        else:
-            out = drafter_cost(spec["quick"])
-        print(json.dumps(out))
+    if harness.worker_main(args, work):
         return
-
-    rounds = args.rounds or (1 if args.quick else 3)
-    n = args.tokens or (200 if args.quick else 2000)
-    t0 = time.time()
-    corpora.QUICK = args.quick
-    ensure_inputs(args.quick)
+    started, quiet = time.time(), harness.Quiet()
+    if args.smoke:
+        args.rounds, args.tokens = 1, args.tokens or 40
+        args.workloads = args.workloads or "edit"
+        args.drafters = args.drafters or "none,lookup,static,suffix-cost-aware,ceiling"
+    n = args.tokens or 2000
+    corpora.SMOKE = args.smoke
+    ensure_inputs(args.smoke)
     # The short measurements first: one that fails then costs no run its results.
-    batch = {str(k): v for k, v in child({"kind": "batch_cost"}).items()}
-    drafter_us = child({"kind": "drafter_cost", "quick": args.quick})
+    batch = {str(k): v for k, v in child({"kind": "batch_cost", "quick": args.smoke}).items()}
+    drafter_us = child({"kind": "drafter_cost", "quick": args.smoke})
+    wl = args.workloads.split(",") if args.workloads else WORKLOADS
+    chosen = args.drafters.split(",") if args.drafters else DRAFTERS
     runs = []
-    workloads = args.workloads.split(",") if args.workloads else WORKLOADS
-    for r in range(rounds):
-        for w in workloads:
-            # A smoke check leaves out the context-only drafter (the static one covers it).
-            chosen = args.drafters.split(",") if args.drafters else DRAFTERS
-            drafters = [d for d in chosen if not (args.quick and d == "context")]
-            order = drafters if r % 2 == 0 else drafters[::-1]
-            for d in order:
-                spec = {"kind": "run", "workload": w, "drafter": d, "n": n, "quick": args.quick}
-                out = child(spec)
-                out["round"] = r
-                runs.append(out)
-                print(
-                    f"round {r + 1}/{rounds} {w:<11} {d:<8} {out['tokens_per_s']:7.1f} tokens/s "
-                    f"{out['accepted_per_pass']:.2f} accepted/pass",
-                    file=sys.stderr,
-                )
+    for r, (w, d) in harness.rounds([(w, d) for w in wl for d in chosen], args.rounds):
+        spec = {"kind": "run", "workload": w, "drafter": d, "n": n, "quick": args.smoke}
+        out = child(spec)
+        out["round"] = r
+        runs.append(out)
+        print(
+            f"round {r + 1}/{args.rounds} {w:<11} {d:<8} {out['tokens_per_s']:7.1f} tokens/s "
+            f"{out['accepted_per_pass']:.2f} accepted/pass",
+            file=sys.stderr,
+        )
+    import llama_cpp
+
     result = {
-        "model": "random Qwen2.5-0.5B shape, Llama-3 vocab, Q8_0 (llama-cpp-python "
-        f"{__import__('llama_cpp').__version__})",
+        "model": f"{_model(args.smoke).name}: random weights, Llama-3 vocab, Q8_0 "
+        f"(llama-cpp-python {llama_cpp.__version__})",
         "threads": THREADS,
-        "rounds": rounds,
-        "quick": args.quick,
+        "rounds": args.rounds,
+        "quick": args.smoke,
         "n_draft": N_DRAFT,
-        "workloads": summarize(runs, workloads, rounds),
+        "workloads": summarize(runs, wl, args.rounds),
         "batch_cost_s": batch,
         "drafter_us_per_call_8k": drafter_us,
         "runs": runs,
-        "seconds": time.time() - t0,
     }
-    out = corpora.save_results("e2e-quick" if args.quick else "e2e", result, markdown, args.json)
+    out = harness.save(
+        "e2e", result, markdown, smoke=args.smoke, as_json=args.json, started=started, quiet=quiet
+    )
     plot(result, out.with_suffix(".png"))
 
 

@@ -1,26 +1,18 @@
 """The scaling series: latency, open time and memory against static corpus size.
 
     python benchmarks/scaling.py           # 0, 25, 50, 100, 200, 541 MB; test-200k
-    python benchmarks/scaling.py --quick   # 0, 1, 5 MB; test-20k (smoke check)
+    python benchmarks/scaling.py --smoke   # 0, 1 MB; test-20k
 
-Run from the repository root. Every replay runs lookup-stats' protocol
-(n_ctx 4096, n_draft 8, empty dynamic cache) in a fresh process
-(benchmarks/probe.py), so that peak RSS and resident pages are its own;
-replay latency is the median of three such processes.
-Baselines run in the same command: the plain-Python reference
-(ngramdraft.reference, dicts) on the same stream, where its dicts fit in
-memory, and the llama.cpp lookup-file path (parse the legacy file into the
-mutable cache) for every size. Writes benchmarks/results/<stamp>.{json,md,png}
-and, for a full series, benchmarks/results/latest.md; --quick writes to
-benchmarks/.data/results (ignored by git), tokenizing only the text it uses.
+Every replay runs lookup-stats' protocol (n_ctx 4096, n_draft 8, empty
+dynamic cache) in a fresh process, so that peak RSS and resident pages are
+its own; replay latency is the median of three such processes. Baselines
+run in the same command: the plain-Python reference (``tests/reference.py``,
+dicts) on the same stream, where its dicts fit in memory, and the llama.cpp
+lookup-file path (parse the legacy file into the mutable cache) for every
+size. Results: ``benchmarks/results/scaling/STAMP.{json,md,png}``.
 """
 
-import argparse
-import datetime
-import json
-import os
-import platform
-import subprocess
+import importlib.util
 import sys
 import time
 from pathlib import Path
@@ -28,9 +20,9 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import corpora
 
-PROBE = Path(__file__).resolve().parent / "probe.py"
+from common import corpora, harness
+
 # Beyond this the reference's dict-of-dicts static cache outgrows a 24 GiB machine.
 REFERENCE_MAX_MB = 25
 # Replays per size, each in a fresh process; the table reports their median
@@ -38,15 +30,134 @@ REFERENCE_MAX_MB = 25
 REPLAY_RUNS = 3
 
 
-def probe(*args):
-    out = subprocess.run(
-        [sys.executable, str(PROBE), *map(str, args)], capture_output=True, text=True, check=True
+def probe(mode, tokens=None, static=None, **options):
+    """One measurement (``cmd_<mode>``) in a fresh process."""
+    spec = {"mode": mode, "tokens": str(tokens) if tokens else None, **options}
+    spec["static"] = str(static) if static else None
+    return harness.fresh(
+        __file__, {k: (str(v) if isinstance(v, Path) else v) for k, v in spec.items()}
     )
-    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def work(spec):
+    return globals()[f"cmd_{spec['mode']}"](spec)
+
+
+def peak_rss_kb():
+    """This process image's peak RSS (VmHWM): ru_maxrss would carry over the
+    parent's peak through fork and exec."""
+    with open("/proc/self/status") as f:
+        return int(next(line.split()[1] for line in f if line.startswith("VmHWM")))
+
+
+def mapping_rss_kb(path):
+    """Resident kB of the mappings of ``path`` in this process (/proc/self/smaps)."""
+    target = str(Path(path).resolve())
+    total, inside = 0, False
+    with open("/proc/self/smaps") as f:
+        for line in f:
+            head = line.split()
+            if len(head) >= 5 and "-" in head[0] and not line.startswith(("Rss", "Size")):
+                inside = head[-1] == target
+            elif inside and line.startswith("Rss:"):
+                total += int(head[1])
+    return total
+
+
+def _static(path):
+    from ngramdraft import StaticCache
+
+    return StaticCache.open(path) if path else None
+
+
+def cmd_replay(args):
+    from ngramdraft import replay
+
+    tokens = np.fromfile(args["tokens"], "<i4")
+    t0 = time.perf_counter()
+    static = _static(args.get("static"))
+    t_open = time.perf_counter() - t0
+    dump = args.get("dump")
+    result = replay(tokens, args["n_ctx"], args["n_draft"], static, dump=bool(dump))
+    if dump:
+        result.dump.astype("<i4").tofile(dump)
+    out = result.to_dict()
+    out.update(t_open_ms=1000 * t_open, peak_rss_kb=peak_rss_kb())
+    if args.get("static"):
+        out["static_resident_kb"] = mapping_rss_kb(args["static"])
+    return out
+
+
+def cmd_api(args):
+    """lookup-stats' protocol driven through Drafter.draft()/accept() from Python."""
+    from ngramdraft import Drafter
+
+    tokens = np.fromfile(args["tokens"], "<i4")
+    n_ctx = args["n_ctx"]
+    drafter = Drafter(_static(args.get("static")), n_draft=args["n_draft"])
+    n_drafted = n_accept = n_calls = 0
+    elapsed = 0.0
+    for start in range(0, len(tokens) - n_ctx, n_ctx):
+        chunk = tokens[start : start + n_ctx]
+        drafter.start(chunk[:1])
+        n_out = 1
+        while n_out < n_ctx:
+            t0 = time.perf_counter()
+            draft = drafter.draft()
+            n = 0
+            while n < len(draft) and n_out + n < n_ctx and draft[n] == chunk[n_out + n]:
+                n += 1
+            accepted = chunk[n_out : min(n_out + n + 1, n_ctx)]
+            drafter.accept(accepted)
+            elapsed += time.perf_counter() - t0
+            n_calls += 1
+            n_drafted += len(draft)
+            n_accept += n
+            n_out += len(accepted)
+        drafter.finish()
+    return {
+        "n_calls": n_calls,
+        "n_drafted": n_drafted,
+        "n_accept": n_accept,
+        "t_draft_ms": 1000 * elapsed,
+        "us_per_drafted": 1e6 * elapsed / max(n_drafted, 1),
+        "peak_rss_kb": peak_rss_kb(),
+    }
+
+
+def cmd_open(args):
+    t0 = time.perf_counter()
+    import ngramdraft  # noqa: F401  (import is not open time)
+
+    t1 = time.perf_counter()
+    _static(args["static"])
+    return {"t_open_ms": 1000 * (time.perf_counter() - t1), "t_import_ms": 1000 * (t1 - t0)}
+
+
+def cmd_build(args):
+    from ngramdraft import StaticCache
+
+    t0 = time.perf_counter()
+    cache = StaticCache.build(args["tokens"], args["out"], memory_limit=args.get("memory_limit"))
+    return {
+        "t_build_s": time.perf_counter() - t0,
+        "peak_rss_kb": peak_rss_kb(),
+        "n_2grams": len(cache),
+        "file_bytes": Path(args["out"]).stat().st_size,
+    }
+
+
+def _reference():
+    """The plain-Python reference the tests hold (dicts, written from docs/rules.md)."""
+    path = harness.REPO / "tests" / "reference.py"
+    spec = importlib.util.spec_from_file_location("reference", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def reference_replay(tokens, static_tokens, n_ctx, n_draft):
-    import reference as R
+    R = _reference()
 
     static = R.static_cache(static_tokens.tolist()) if static_tokens is not None else None
     t0 = time.perf_counter()
@@ -77,7 +188,7 @@ def lookup_file_path(mb):
 
 def median_open(path, fresh):
     if fresh:
-        return float(np.median([probe("open", path)["t_open_ms"] for _ in range(5)]))
+        return float(np.median([probe("open", static=path)["t_open_ms"] for _ in range(5)]))
     from ngramdraft import StaticCache
 
     times = []
@@ -98,16 +209,17 @@ def run(sizes, n_test, n_ctx, n_draft, with_build):
     if 25 in sizes:
         assert np.array_equal(corpora.prefix_tokens(25), corpora.parity_train_25m())
     # Compile (or load) every kernel once, so that no measured process compiles.
-    warm = corpora.static_cache(min(s for s in sizes if s))[0].path
-    probe("replay", stream, warm, "--n-ctx", n_ctx, "--n-draft", n_draft)
-    probe("api", stream, warm, "--n-ctx", n_ctx, "--n-draft", n_draft)
+    warm = corpora.static_cache(min(s for s in sizes if s)).path
+    protocol = {"n_ctx": n_ctx, "n_draft": n_draft}
+    probe("replay", stream, warm, **protocol)
+    probe("api", stream, warm, **protocol)
     rows = []
     for mb in sizes:
         print(f"--- static corpus {mb} MB", file=sys.stderr, flush=True)
         row = {"corpus_mb": mb}
         static_path = None
         if mb:
-            cache, built = corpora.static_cache(mb)
+            cache = corpora.static_cache(mb)
             static_path = cache.path
             size = cache.path.stat().st_size
             row.update(
@@ -118,20 +230,14 @@ def run(sizes, n_test, n_ctx, n_draft, with_build):
                 open_ms_fresh_process=median_open(cache.path, fresh=True),
                 open_ms_in_process=median_open(cache.path, fresh=False),
             )
-            if built is not None:
-                row["build_s"] = built
         dump = tmp / f"dump-{mb}.i32"
-        args = [stream] + ([static_path] if static_path else [])
         # Recording the drafts is work inside the timed loop: one run records
         # them for the checks below, the timed runs do not.
-        dumped = probe("replay", *args, "--n-ctx", n_ctx, "--n-draft", n_draft, "--dump", dump)
-        reps = [
-            probe("replay", *args, "--n-ctx", n_ctx, "--n-draft", n_draft)
-            for _ in range(REPLAY_RUNS)
-        ]
+        dumped = probe("replay", stream, static_path, dump=str(dump), **protocol)
+        reps = [probe("replay", stream, static_path, **protocol) for _ in range(REPLAY_RUNS)]
         times = sorted(r["us_per_drafted"] for r in reps)
         rep = reps[0]
-        api = probe("api", *args, "--n-ctx", n_ctx, "--n-draft", n_draft)
+        api = probe("api", stream, static_path, **protocol)
         assert len({(r["n_drafted"], r["n_accept"]) for r in [dumped, *reps, api]}) == 1
         row.update(
             us_per_drafted=float(np.median(times)),
@@ -176,42 +282,12 @@ def run(sizes, n_test, n_ctx, n_draft, with_build):
 
 def build_series(mb):
     """Build time and peak memory from the token array, without and with --memory-limit 1G."""
-    tokens = corpora.DATA / "run" / f"train-{mb}M.i32"
-    corpora.prefix_tokens(mb).tofile(tokens)
+    tokens = corpora.prefix_file(mb)
     out = {}
-    for label, limit in (("no limit", None), ("--memory-limit 1G", "1G")):
-        args = ["build", tokens, corpora.DATA / "run" / "built.ngd"]
-        if limit:
-            args += ["--memory-limit", limit]
-        r = probe(*args)
+    for label, limit in (("no limit", None), ("--memory-limit 1G", 1 << 30)):
+        r = probe("build", tokens, out=str(corpora.DATA / "run" / "built.ngd"), memory_limit=limit)
         out[label] = {"seconds": r["t_build_s"], "peak_rss_mb": r["peak_rss_kb"] / 1024}
     return {"corpus_mb": mb, "n_tokens": int(tokens.stat().st_size // 4), "runs": out}
-
-
-def _proc(name, prefix):
-    with open(f"/proc/{name}") as f:
-        return next(line for line in f if line.startswith(prefix))
-
-
-def _proc_field(name, prefix):
-    with open(f"/proc/{name}") as f:
-        line = next((line for line in f if line.startswith(prefix)), None)
-    return line.split(":", 1)[1].strip() if line else ""
-
-
-def machine():
-    import numba
-
-    mem_kb = int(_proc_field("meminfo", "MemTotal").split()[0] or 0)
-    return {
-        "cpu": _proc_field("cpuinfo", "model name") or platform.processor(),
-        "cores": os.cpu_count(),
-        "memory_gib": round(mem_kb / 2**20, 1),
-        "python": platform.python_version(),
-        "numpy": np.__version__,
-        "numba": numba.__version__,
-        "os": platform.platform(),
-    }
 
 
 COLUMNS = [
@@ -233,14 +309,11 @@ COLUMNS = [
 
 
 def markdown(result):
-    m = result["machine"]
     lines = [
-        f"# Scaling run {result['stamp']}",
+        "# Scaling: replay latency, open time and memory against the static corpus's size",
         "",
-        f"Machine: {m['cpu']}, {m['cores']} cores, {m['memory_gib']} GiB; Python "
-        f"{m['python']}, numba {m['numba']}. Command: `{result['command']}`. Test stream: "
-        f"{result['n_test_tokens']:,} tokens of the held-out Gutenberg text (llama3), "
-        f"n_ctx {result['n_ctx']}, n_draft {result['n_draft']}.",
+        f"Test stream: {result['n_test_tokens']:,} tokens of the held-out Gutenberg text "
+        f"(llama3), n_ctx {result['n_ctx']}, n_draft {result['n_draft']}.",
         "",
         "| " + " | ".join(c[1] for c in COLUMNS) + " |",
         "|" + "---:|" * len(COLUMNS),
@@ -303,36 +376,27 @@ def plot(result, path):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--quick", action="store_true", help="0, 1, 5 MB and test-20k")
-    p.add_argument("--no-build", action="store_true", help="skip the build series")
-    args = p.parse_args()
-    corpora.QUICK = args.quick
-    sizes = [0, 1, 5] if args.quick else [0, 25, 50, 100, 200, corpora.FULL_MB]
-    n_test = 20_000 if args.quick else 200_000
-    t0 = time.perf_counter()
+    ap = harness.parser(__doc__.splitlines()[0], rounds=REPLAY_RUNS)
+    ap.add_argument("--no-build", action="store_true", help="skip the build series")
+    args = ap.parse_args()
+    if harness.worker_main(args, work):
+        return
+    started, quiet = time.time(), harness.Quiet()
+    corpora.SMOKE = args.smoke
+    sizes = [0, 1] if args.smoke else [0, 25, 50, 100, 200, corpora.FULL_MB]
+    n_test = 20_000 if args.smoke else 200_000
     rows, build = run(sizes, n_test, 4096, 8, with_build=not args.no_build)
-    stamp = datetime.datetime.now().strftime("%Y-%m-%d-%H%M") + ("-quick" if args.quick else "")
-    result = {
-        "stamp": stamp,
-        "command": "python benchmarks/scaling.py" + (" --quick" if args.quick else ""),
-        "machine": machine(),
-        "n_ctx": 4096,
-        "n_draft": 8,
-        "n_test_tokens": n_test,
-        "rows": rows,
-        "build": build,
-        "seconds": time.perf_counter() - t0,
-    }
-    results = corpora.results_dir()
-    (results / f"{stamp}.json").write_text(json.dumps(result, indent=1))
-    md = markdown(result)
-    (results / f"{stamp}.md").write_text(md)
-    if not args.quick:  # a smoke check does not replace the table the README cites
-        (results / "latest.md").write_text(md)
-    plot(result, results / f"{stamp}.png")
-    print(md)
-    print(f"{time.perf_counter() - t0:.0f} s; results in {results}", file=sys.stderr)
+    result = {"n_ctx": 4096, "n_draft": 8, "n_test_tokens": n_test, "rows": rows, "build": build}
+    out = harness.save(
+        "scaling",
+        result,
+        markdown,
+        smoke=args.smoke,
+        as_json=args.json,
+        started=started,
+        quiet=quiet,
+    )
+    plot(result, out.with_suffix(".png"))
 
 
 if __name__ == "__main__":

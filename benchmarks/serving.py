@@ -19,11 +19,9 @@ pair of a plain decoding loop, and a long-lived dynamic cache's size over
 10 million tokens with a budget of a million n-grams, against no budget over
 one million. Every (B, drafter) runs in a fresh process,
 interleaved over rounds; figures are medians with ranges. Results:
-benchmarks/results/<stamp>-serving.* (``--quick``: benchmarks/.data/results).
+``benchmarks/results/serving/STAMP.{md,json}``.
 """
 
-import argparse
-import json
 import os
 import resource
 import sys
@@ -32,10 +30,9 @@ from pathlib import Path
 
 import numpy as np
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-import corpora  # noqa: E402
+from common import corpora, harness
 
 SIZES = (1, 8, 64, 256)
 KINDS = ("batch", "single")
@@ -44,8 +41,8 @@ GENERATE = 256  # tokens each sequence generates before it finishes
 SYSTEM = 256  # tokens of the shared system prompt
 
 
-def static_path(quick):
-    return (corpora.parity_static() if quick else corpora.static_cache(corpora.FULL_MB)[0]).path
+def static_path(smoke):
+    return corpora.static_cache(1 if smoke else corpora.FULL_MB).path
 
 
 class Texts:
@@ -286,7 +283,7 @@ def budget_run(n_tokens, max_ngrams, seq_len=512):
         context.update(tokens[start : start + seq_len])
         dynamic.merge(context)  # what finish() does
         peak = max(peak, len(dynamic))
-    table_bytes = sum(a.nbytes for a in dynamic._t)
+    table_bytes = dynamic.nbytes
     return {
         "kind": "budget",
         "max_ngrams": max_ngrams,
@@ -307,90 +304,80 @@ def _threads():
 
 
 def child(spec):
-    return corpora.worker(__file__, spec)
+    return harness.fresh(__file__, spec)
+
+
+def work(spec):
+    corpora.SMOKE = spec.get("quick", False)
+    if spec["kind"] in VLLM_KINDS:
+        return run_vllm(spec["kind"], spec["size"], spec["steps"], spec["quick"])
+    if spec["kind"] == "one-token":
+        return one_token_loop(spec["quick"], **({"steps": 1000} if spec["quick"] else {}))
+    if spec["kind"] == "budget":
+        return budget_run(spec["tokens"], spec["max_ngrams"])
+    return run(spec["kind"], spec["size"], spec["steps"], spec["quick"])
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="fewer steps, one round, 25 MB static")
-    ap.add_argument("--json", action="store_true", help="print the result as JSON")
-    ap.add_argument("--rounds", type=int, help="rounds (default 3; 1 with --quick)")
+    ap = harness.parser(__doc__.splitlines()[0])
     ap.add_argument(
         "--vllm", action="store_true", help="also vLLM proposers: ngramdraft's and vLLM's own"
     )
-    ap.add_argument("--worker", help=argparse.SUPPRESS)
+    ap.add_argument("--sizes", help=f"batch sizes (default {','.join(map(str, SIZES))})")
     args = ap.parse_args()
-    if args.worker:
-        spec = json.loads(args.worker)
-        corpora.QUICK = spec.get("quick", False)
-        if spec["kind"] in VLLM_KINDS:
-            print(json.dumps(run_vllm(spec["kind"], spec["size"], spec["steps"], spec["quick"])))
-        elif spec["kind"] == "one-token":
-            print(json.dumps(one_token_loop(spec["quick"])))
-        elif spec["kind"] == "budget":
-            print(json.dumps(budget_run(spec["tokens"], spec["max_ngrams"])))
-        else:
-            print(json.dumps(run(spec["kind"], spec["size"], spec["steps"], spec["quick"])))
+    if harness.worker_main(args, work):
         return
-    corpora.QUICK = args.quick
-    static_path(args.quick)
-    rounds = args.rounds or (1 if args.quick else 3)
-    seq_steps = 20_000 if args.quick else 200_000
-    runs = []
-    t_start = time.time()
-    one_token = []
+    started, quiet = time.time(), harness.Quiet()
+    smoke = args.smoke
+    corpora.SMOKE = smoke
+    static_path(smoke)
+    rounds = 1 if smoke else args.rounds
+    sizes = (
+        tuple(int(x) for x in args.sizes.split(","))
+        if args.sizes
+        else ((1, 64) if smoke else SIZES)
+    )
+    vllm_sizes = tuple(s for s in VLLM_SIZES if not smoke or s == 8)
+    seq_steps = 500 if smoke else 200_000
+    runs, one_token = [], []
     for r in range(rounds):
-        one_token.append(child({"kind": "one-token", "quick": args.quick})["us_per_call_pair"])
-        for size in SIZES:
-            for kind in KINDS if r % 2 == 0 else KINDS[::-1]:
-                steps = max(50, seq_steps // size)
-                out = child({"kind": kind, "size": size, "steps": steps, "quick": args.quick})
-                out["round"] = r
-                runs.append(out)
-                print(
-                    f"round {r + 1}/{rounds} B={size:<4} {kind:<6} "
-                    f"{out['us_per_seq_step']:.3f} us/seq-step",
-                    file=sys.stderr,
-                )
-        for size in VLLM_SIZES if args.vllm else ():
-            for kind in VLLM_KINDS if r % 2 == 0 else VLLM_KINDS[::-1]:
-                steps = max(50, seq_steps // size // 4)
-                out = child({"kind": kind, "size": size, "steps": steps, "quick": args.quick})
-                out["round"] = r
-                runs.append(out)
-                print(
-                    f"round {r + 1}/{rounds} B={size:<4} {kind:<15} "
-                    f"{out['us_per_seq_step']:.3f} us/seq-step",
-                    file=sys.stderr,
-                )
-    long_run = 1_000_000 if args.quick else 10_000_000
+        one_token.append(child({"kind": "one-token", "quick": smoke})["us_per_call_pair"])
+        variants = [(size, kind) for size in sizes for kind in KINDS]
+        if args.vllm:
+            variants += [(size, kind) for size in vllm_sizes for kind in VLLM_KINDS]
+        for _, (size, kind) in harness.rounds(variants[::-1] if r % 2 else variants, 1):
+            per = seq_steps // size // (4 if kind in VLLM_KINDS else 1)
+            out = child({"kind": kind, "size": size, "steps": max(50, per), "quick": smoke})
+            out["round"] = r
+            runs.append(out)
+            print(
+                f"round {r + 1}/{rounds} B={size:<4} {kind:<15} "
+                f"{out['us_per_seq_step']:.3f} us/seq-step",
+                file=sys.stderr,
+            )
+    long_run = 20_000 if smoke else 10_000_000
     budgets = [
-        child({"kind": "budget", "tokens": 1_000_000, "max_ngrams": None, "quick": args.quick}),
-        child({"kind": "budget", "tokens": long_run, "max_ngrams": 1_000_000, "quick": args.quick}),
+        child({"kind": "budget", "tokens": long_run // 10, "max_ngrams": None, "quick": smoke}),
+        child({"kind": "budget", "tokens": long_run, "max_ngrams": long_run // 10, "quick": smoke}),
     ]
-    table = _summary(runs, SIZES, KINDS, threads="first", peak_rss_mb="median")
+    table = _summary(runs, sizes, KINDS, threads="first", peak_rss_mb="median")
     vllm = _summary(
-        runs, VLLM_SIZES if args.vllm else (), VLLM_KINDS, accepted_per_seq_step="median"
+        runs, vllm_sizes if args.vllm else (), VLLM_KINDS, accepted_per_seq_step="median"
     )
     result = {
-        "static": "25 MB parity corpus" if args.quick else "541 MB Gutenberg corpus",
+        "static": "1 MB of the corpus (smoke)" if smoke else "541 MB Gutenberg corpus",
         "rounds": rounds,
-        "quick": args.quick,
+        "quick": smoke,
         "sizes": table,
         "vllm_proposers": vllm,
         "dynamic_cache": budgets,
         "one_drafter_draft_accept_us": float(np.median(one_token)),
         "one_drafter_draft_accept_us_range": [min(one_token), max(one_token)],
         "runs": runs,
-        "seconds": time.time() - t_start,
     }
-    stamp = time.strftime("%Y-%m-%d-%H%M") + ("-serving-quick" if args.quick else "-serving")
-    out = corpora.results_dir() / stamp
-    out.with_suffix(".json").write_text(json.dumps(result, indent=2) + "\n")
-    md = markdown(result)
-    out.with_suffix(".md").write_text(md)
-    print(json.dumps(result, indent=2) if args.json else md)
-    print(f"results: {out}.{{json,md}} ({result['seconds']:.0f} s)", file=sys.stderr)
+    harness.save(
+        "serving", result, markdown, smoke=smoke, as_json=args.json, started=started, quiet=quiet
+    )
 
 
 def _summary(runs, sizes, kinds, **fields):

@@ -1,10 +1,11 @@
-"""Draft latency: all-numba replay, the per-call API, and the plain-Python reference."""
+"""Draft latency and open time: all-numba replay, the per-call API, the plain-Python
+reference, and opening a static cache against loading a llama.cpp lookup file."""
 
 import pytest
 
-import reference as R
+from common import corpora
 from conftest import N_CTX, N_DRAFT, baseline
-from ngramdraft import Drafter, replay
+from ngramdraft import Drafter, NgramCache, StaticCache, replay
 
 
 def _per_drafted(benchmark, n_drafted):
@@ -18,22 +19,23 @@ def test_replay_numba_no_static(benchmark, stream):
 
 
 @pytest.mark.benchmark(group="replay, no static cache")
-def test_replay_reference_no_static(benchmark, stream):
+def test_replay_reference_no_static(benchmark, stream, reference):
     baseline(benchmark)
-    out = benchmark.pedantic(R.replay, (stream.tolist(), N_CTX, N_DRAFT), rounds=2)
+    out = benchmark.pedantic(reference.replay, (stream.tolist(), N_CTX, N_DRAFT), rounds=2)
     _per_drafted(benchmark, out[1])
 
 
-@pytest.mark.benchmark(group="replay, 25 MB static cache")
-def test_replay_numba_static25(benchmark, stream, static25):
-    result = benchmark(replay, stream, N_CTX, N_DRAFT, static25)
+@pytest.mark.benchmark(group="replay, static cache")
+def test_replay_numba_static(benchmark, stream, static):
+    result = benchmark(replay, stream, N_CTX, N_DRAFT, static)
     _per_drafted(benchmark, result.n_drafted)
 
 
-@pytest.mark.benchmark(group="replay, 25 MB static cache")
-def test_replay_reference_static25(benchmark, stream, ref_static25):
+@pytest.mark.benchmark(group="replay, static cache")
+def test_replay_reference_static(benchmark, stream, reference, ref_static):
     baseline(benchmark)
-    out = benchmark.pedantic(R.replay, (stream.tolist(), N_CTX, N_DRAFT, ref_static25), rounds=2)
+    args = (stream.tolist(), N_CTX, N_DRAFT, ref_static)
+    out = benchmark.pedantic(reference.replay, args, rounds=2)
     _per_drafted(benchmark, out[1])
 
 
@@ -58,12 +60,28 @@ def _api_replay(stream, static):
     return drafted
 
 
-@pytest.mark.benchmark(group="per-call API vs replay, 25 MB static cache")
-def test_api_path_static25(benchmark, stream, static25):
-    _per_drafted(benchmark, benchmark(_api_replay, stream, static25))
+@pytest.mark.benchmark(group="per-call API vs replay, static cache")
+def test_api_path_static(benchmark, stream, static):
+    _per_drafted(benchmark, benchmark(_api_replay, stream, static))
 
 
-@pytest.mark.benchmark(group="per-call API vs replay, 25 MB static cache")
-def test_api_baseline_replay_static25(benchmark, stream, static25):
+@pytest.mark.benchmark(group="per-call API vs replay, static cache")
+def test_api_baseline_replay_static(benchmark, stream, static):
     baseline(benchmark)
-    _per_drafted(benchmark, benchmark(replay, stream, N_CTX, N_DRAFT, static25).n_drafted)
+    _per_drafted(benchmark, benchmark(replay, stream, N_CTX, N_DRAFT, static).n_drafted)
+
+
+@pytest.mark.benchmark(group="open the static cache")
+def test_open_native(benchmark, static):
+    benchmark(StaticCache.open, static.path)
+
+
+@pytest.mark.benchmark(group="open the static cache")
+def test_load_llamacpp_lookup_file(benchmark, corpus_mb):
+    baseline(benchmark)
+    benchmark.pedantic(NgramCache.load, (corpora.lookup_file(corpus_mb),), rounds=3)
+
+
+@pytest.mark.benchmark(group="open the static cache")
+def test_convert_llamacpp_lookup_file(benchmark, corpus_mb):
+    benchmark.pedantic(StaticCache.from_llamacpp, (corpora.lookup_file(corpus_mb),), rounds=3)

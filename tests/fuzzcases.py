@@ -12,11 +12,15 @@ Mutations: bit flips anywhere; truncation; a header field set to an extreme
 value (header checksum recomputed); and, for native files, a section body
 overwritten with every checksum recomputed, so that only the structure checks
 and the kernels' guards stand between the damage and the model.
+
+The command-line steps run in this process, and every ``PROCESS_EVERY``-th
+case as real processes whose output is a pipe (``_cli_process``).
 """
 
 import contextlib
 import os
 import struct
+import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -42,6 +46,9 @@ KINDS = {
     "requests": "requests.ngd",
 }
 KIND_OF = {"suffix": KIND_SUFFIX, "requests": KIND_REQUESTS}
+# Every this many cases, the command-line steps run as processes (each start costs a
+# second: the imports and the kernels' loading); the others run them in this process.
+PROCESS_EVERY = 250
 EXTREMES = (0, 1, 2, 7, 2**31 - 1, 2**31, 2**32 - 1, 2**63 - 1, 2**64 - 1)
 # Header fields past the magic (docs/format.md): u32 at 8..27, u64 at 28..95,
 # then the section table (u64 offset, size, checksum, reserved per section).
@@ -128,8 +135,29 @@ def _cli(*argv):
         raise CommandFailed(argv[0])
 
 
+def _cli_process(*argv):
+    """Run a command as a user does, a process whose output is a pipe: what only a real
+    process meets (the output's encoding, signals, exit statuses) is tried too. Exit status
+    0, or 1 with one ``ngramdraft: error:`` line; every line on stderr is ngramdraft's."""
+    done = subprocess.run(
+        [sys.executable, "-m", "ngramdraft", *argv], capture_output=True, timeout=600
+    )
+    err = done.stderr.decode("utf-8", "replace").splitlines()
+    foreign = [line for line in err if not line.startswith("ngramdraft: ")]
+    if done.returncode not in (0, 1) or foreign:
+        raise ProcessFailed(f"{argv[0]}: exit status {done.returncode}: {(foreign or err)[-1:]}")
+    if done.returncode == 1:
+        if sum(line.startswith("ngramdraft: error: ") for line in err) != 1:
+            raise ProcessFailed(f"{argv[0]}: exit status 1 without one error line: {err}")
+        raise CommandFailed(argv[0])
+
+
 class CommandFailed(NgramdraftError):
     """The command line reported a named error (exit status 1)."""
+
+
+class ProcessFailed(Exception):
+    """The command's process ended otherwise: a traceback, a signal, lines not ours."""
 
 
 def _checked(tokens, top):
@@ -145,13 +173,14 @@ def _drafts(drafter, stream, top):
             drafter.accept(stream[start + 40 + i : start + 41 + i])
 
 
-def exercise(path, kind, stream, out):
+def exercise(path, kind, stream, out, cli=_cli):
     """Every entry point that takes a cache file, on one file; returns the named errors seen.
 
     Each step runs whatever the one before said (verification failing does
     not stop drafting: a caller who never verifies must be safe too). A
     generic exception propagates; a drafted token outside the file's range
-    raises OutOfRange. ``out`` is a folder for what the copying steps write.
+    raises OutOfRange. ``out`` is a folder for what the copying steps write; ``cli``
+    runs the command-line steps (in this process, or ``_cli_process``).
     """
     named = []
 
@@ -162,9 +191,9 @@ def exercise(path, kind, stream, out):
             named.append(type(e).__name__)
 
     if kind == "suffix":
-        return _exercise_suffix(path, stream, out, step, named)
+        return _exercise_suffix(path, stream, out, step, named, cli)
     if kind == "requests":
-        return _exercise_requests(path, stream, out, step, named)
+        return _exercise_requests(path, stream, out, step, named, cli)
     if kind == "static":
         cache = StaticCache.open(path)  # a named error here ends the case
         top = cache.header.max_token
@@ -186,20 +215,20 @@ def exercise(path, kind, stream, out):
     step(lambda: NgramCache.from_cache(cache))
     step(lambda: StaticCache.from_cache(cache, out / "frozen.ngd"))
     step(lambda: cache.save(out / "lookup.bin", "llamacpp"))
-    step(lambda: _cli("inspect", str(path), "--verify"))
-    step(lambda: _cli("inspect", str(path), "--json"))
+    step(lambda: cli("inspect", str(path), "--verify"))
+    step(lambda: cli("inspect", str(path), "--json"))
     if kind == "static":
         step(lambda: StaticCache.merge([cache, path], out / "merged.ngd"))
-        step(lambda: _cli("convert", str(path), "--to-llamacpp", "-o", str(out / "c.bin")))
+        step(lambda: cli("convert", str(path), "--to-llamacpp", "-o", str(out / "c.bin")))
     else:
-        step(lambda: _cli("merge-dynamic", str(path), str(path), "-o", str(out / "m.ngd")))
-        step(lambda: _cli("merge-dynamic", str(path), "-o", str(out / "m.bin")))
+        step(lambda: cli("merge-dynamic", str(path), str(path), "-o", str(out / "m.ngd")))
+        step(lambda: cli("merge-dynamic", str(path), "-o", str(out / "m.bin")))
     if kind == "lookup":
-        step(lambda: _cli("convert", str(path), "-o", str(out / "c.ngd")))
+        step(lambda: cli("convert", str(path), "-o", str(out / "c.ngd")))
     return named
 
 
-def _exercise_suffix(path, stream, out, step, named):
+def _exercise_suffix(path, stream, out, step, named, cli):
     """exercise() for a suffix file: the suffix rules' paths, and the 2-gram paths refusing it."""
     corpus = SuffixCorpus.open(path)  # a named error here ends the case
     top = max(corpus.max_token, int(stream.max()))
@@ -207,20 +236,20 @@ def _exercise_suffix(path, stream, out, step, named):
     step(lambda: _drafts(Drafter(rules="suffix", static=corpus), stream, top))
     step(lambda: _drafts(Drafter(rules="suffix", static=path, n_draft=32), stream, top))
     step(lambda: replay_suffix(stream[:600], 128, 8, corpus))
-    step(lambda: _cli("replay", str(out / "t.npy"), "--rules", "suffix", "--static", str(path)))
-    step(lambda: _cli("inspect", str(path), "--verify"))
-    step(lambda: _cli("inspect", str(path), "--json"))
+    step(lambda: cli("replay", str(out / "t.npy"), "--rules", "suffix", "--static", str(path)))
+    step(lambda: cli("inspect", str(path), "--verify"))
+    step(lambda: cli("inspect", str(path), "--json"))
     # The 2-gram paths that copy or convert a cache: each must refuse the file by name.
     step(lambda: StaticCache.open(path))
     step(lambda: NgramCache.load(path))
     step(lambda: Drafter(static=path))
-    step(lambda: _cli("convert", str(path), "--to-llamacpp", "-o", str(out / "c.bin")))
-    step(lambda: _cli("merge-static", str(path), "-o", str(out / "m.ngd")))
-    step(lambda: _cli("merge-dynamic", str(path), "-o", str(out / "m.bin")))
+    step(lambda: cli("convert", str(path), "--to-llamacpp", "-o", str(out / "c.bin")))
+    step(lambda: cli("merge-static", str(path), "-o", str(out / "m.ngd")))
+    step(lambda: cli("merge-dynamic", str(path), "-o", str(out / "m.bin")))
     return named
 
 
-def _exercise_requests(path, stream, out, step, named):
+def _exercise_requests(path, stream, out, step, named, cli):
     """exercise() for a requests file: loaded, drafted from, added to and saved, and refused
     by every 2-gram path."""
     copy = out / "requests-copy.ngd"
@@ -230,15 +259,15 @@ def _exercise_requests(path, stream, out, step, named):
     step(lambda: _drafts(Drafter(rules="suffix", dynamic=memory), stream, top))
     step(lambda: _drafts(Drafter(rules="suffix", dynamic=copy), stream, top))  # saves to it
     step(lambda: replay_suffix(stream[:600], 128, 8, None, copy))
-    step(lambda: _cli("inspect", str(path), "--verify"))
-    step(lambda: _cli("replay", str(out / "t.npy"), "--rules", "suffix", "--dynamic", str(copy)))
+    step(lambda: cli("inspect", str(path), "--verify"))
+    step(lambda: cli("replay", str(out / "t.npy"), "--rules", "suffix", "--dynamic", str(copy)))
     step(lambda: StaticCache.open(path))
     step(lambda: NgramCache.load(path))
     step(lambda: Drafter(dynamic=path))
     step(lambda: SuffixCorpus.open(path))
-    step(lambda: _cli("convert", str(path), "--to-llamacpp", "-o", str(out / "c.bin")))
-    step(lambda: _cli("merge-dynamic", str(path), str(copy), "-o", str(out / "joined.ngd")))
-    step(lambda: _cli("merge-dynamic", str(path), "-o", str(out / "m.bin")))
+    step(lambda: cli("convert", str(path), "--to-llamacpp", "-o", str(out / "c.bin")))
+    step(lambda: cli("merge-dynamic", str(path), str(copy), "-o", str(out / "joined.ngd")))
+    step(lambda: cli("merge-dynamic", str(path), "-o", str(out / "m.bin")))
     return named
 
 
@@ -255,8 +284,9 @@ def main():
             # warm-up thread may still read would be this harness's SIGBUS.
             path = Path(tmp) / f"case{case}{suffix}"
             path.write_bytes(mutate(raw, kind, case))
+            cli = _cli_process if case % PROCESS_EVERY == 0 else _cli
             try:
-                named = exercise(path, kind, stream, Path(tmp))
+                named = exercise(path, kind, stream, Path(tmp), cli)
                 outcome = f"named:{named[0]}" if named else "ok"
             except NgramdraftError as e:
                 outcome = f"named:{type(e).__name__}"

@@ -1,57 +1,204 @@
-"""The benchmarks' workloads build from what the repository holds.
+"""The benchmarks cannot rot: each runs (its smoke mode, as a user runs it), uses the public
+API only, and imports no other benchmark script; their workloads and ceilings are right.
 
-The edit workload read a source file by path; the layout change moved it and
-``benchmarks/e2e.py`` failed with FileNotFoundError before its first run.
+Two benchmarks once failed at their first line for a year of no one running
+them (a module the tests had moved, a private attribute renamed); now the
+suite runs every one.
 """
 
+import ast
+import inspect
+import json
+import os
+import subprocess
 import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-e2e = pytest.importorskip("e2e")
+REPO = Path(__file__).resolve().parents[1]
+BENCHMARKS = REPO / "benchmarks"
+SCRIPTS = sorted(
+    p.name for p in BENCHMARKS.glob("*.py") if not p.name.startswith(("test_", "conftest"))
+)
+SHARED = sorted(p.name for p in (BENCHMARKS / "common").glob("*.py"))
+# What a benchmark may import of ngramdraft: what a user may.
+PUBLIC = {
+    "ngramdraft",
+    "ngramdraft.cli",
+    "ngramdraft.integrations.llama_cpp",
+    "ngramdraft.integrations.llama_cpp_server",
+    "ngramdraft.integrations.transformers",
+    "ngramdraft.integrations.vllm",
+}
+PUBLIC_NAMES = {"ngramdraft.tokenizers": {"load_tokenizer"}, "ngramdraft.cli": {"main"}}
+# The smoke runs that need an engine or a cluster, and what they need.
+NEEDS = {
+    "e2e.py": ("engine", ("llama_cpp", "gguf")),
+    "real_model.py": ("engine", ("llama_cpp",)),
+    "cluster_build.py": ("cluster", ("distributed",)),
+}
+
+sys.path.insert(0, str(BENCHMARKS))
 
 
-@pytest.mark.parametrize("workload", e2e.WORKLOADS)
-def test_every_workload_builds(workload):
-    requests = e2e.MAKERS[workload](200)
+def _imports(path):
+    """(module, names) of every import in a file, those inside functions included."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found += [(a.name, set()) for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            found.append((node.module or "", {a.name for a in node.names}))
+    return found
+
+
+@pytest.mark.parametrize("name", [*SCRIPTS, *(f"common/{n}" for n in SHARED), "test_latency.py"])
+def test_benchmarks_use_the_public_api_only(name):
+    for module, names in _imports(BENCHMARKS / name):
+        if not module.startswith("ngramdraft"):
+            continue
+        if module in PUBLIC_NAMES and names <= PUBLIC_NAMES[module]:
+            continue
+        assert module in PUBLIC, f"{name} imports {module} {sorted(names)}: not public API"
+
+
+@pytest.mark.parametrize("name", [*SCRIPTS, *(f"common/{n}" for n in SHARED)])
+def test_no_benchmark_imports_another(name):
+    scripts = {Path(s).stem for s in SCRIPTS}
+    for module, names in _imports(BENCHMARKS / name):
+        assert module.split(".")[0] not in scripts, f"{name} imports the script {module}"
+        if module == "common":
+            assert not names & scripts, f"{name} imports a script as common.{names & scripts}"
+
+
+SMOKES = [
+    pytest.param(n, marks=getattr(pytest.mark, NEEDS[n][0])) if n in NEEDS else n for n in SCRIPTS
+]
+
+
+@pytest.mark.parametrize("name", SMOKES)
+def test_every_benchmark_has_a_smoke_run(name, tmp_path):
+    for module in NEEDS.get(name, (None, ()))[1]:
+        pytest.importorskip(module)
+    env = {**os.environ, "NGRAMDRAFT_SMOKE_RESULTS": str(tmp_path)}
+    done = subprocess.run(
+        [sys.executable, str(BENCHMARKS / name), "--smoke"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO,
+        timeout=900,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    (result,) = tmp_path.glob("*/*.json")
+    assert json.loads(result.read_text())["benchmark"] == Path(name).stem
+    assert result.with_suffix(".md").read_text().strip()
+
+
+def test_the_pytest_benchmark_suite_runs():
+    command = ["-m", "pytest", "benchmarks/test_latency.py", "--smoke", "--benchmark-disable"]
+    done = subprocess.run(
+        [sys.executable, *command, "-q", "-p", "no:cacheprovider"],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        timeout=900,
+    )
+    assert done.returncode == 0, done.stdout[-3000:]
+
+
+def test_a_failing_worker_shows_its_error(tmp_path):
+    """A measurement whose process fails names the error it printed, not an exit status."""
+    from common import harness
+
+    script = tmp_path / "broken.py"
+    script.write_text("import sys\nraise RuntimeError('the real reason')\n")
+    with pytest.raises(harness.WorkerFailed, match="the real reason"):
+        harness.fresh(script, {})
+
+
+def test_rounds_alternate_and_spreads_summarize():
+    from common import harness
+
+    order = [v for _, v in harness.rounds("abc", 3)]
+    assert order == list("abccbaabc")
+    assert harness.spread([3.0, 1.0, 2.0]) == {"median": 2.0, "min": 1.0, "max": 3.0}
+
+
+@pytest.mark.parametrize("workload", ["open-ended", "edit", "templated", "real-edit"])
+def test_every_teacher_forced_workload_builds(workload):
+    from common import workloads
+
+    requests = workloads.TEXTS[workload](200)
     assert requests and all(len(prompt) and len(output) for prompt, output in requests)
     assert sum(len(output) for _, output in requests) >= 150
 
 
+@pytest.mark.parametrize("workload", ["apply-edit", "quotes", "session", "open", "records"])
+def test_every_chat_workload_builds(workload):
+    from common import workloads
+
+    for smoke in (True, False):
+        sessions = workloads.chat(workload, smoke)
+        assert sessions
+        for session in sessions:
+            answers = []
+            for turn in range(len(session.turns)):
+                messages = session.messages(answers)
+                assert messages[-1]["role"] == "user" and messages[-1]["content"]
+                assert len(messages) == 1 + 2 * turn
+                answers.append(f"answer {turn}")
+    if workload == "session":
+        assert len(workloads.chat(workload)[0].turns) == 4  # four successive requests
+
+
+def test_corpus_rules_reports_the_defaults_it_measured_against():
+    import corpus_rules
+    from ngramdraft.drafting.suffix import SuffixDrafter
+
+    defaults = inspect.signature(SuffixDrafter).parameters
+    assert (
+        tuple(defaults[f"corpus_min_{k}"].default for k in ("match", "count", "share"))
+        == corpus_rules.CHOSEN
+    )
+
+
 def test_the_ceiling_bounds_what_copying_drafters_reach():
-    drafting = pytest.importorskip("drafting")
+    from common import drafters
+
     context = np.array([1, 2, 3, 4, 5, 1, 2], dtype=np.int32)
-    assert drafting.ceiling_length(context, np.array([3, 4, 9], dtype=np.int32), 8) == 2
-    assert drafting.ceiling_length(context, np.array([4, 5, 1, 2, 3], dtype=np.int32), 3) == 3
-    assert drafting.ceiling_length(context, np.array([7], dtype=np.int32), 8) == 0
+    assert drafters.ceiling_length(context, np.array([3, 4, 9], dtype=np.int32), 8) == 2
+    assert drafters.ceiling_length(context, np.array([4, 5, 1, 2, 3], dtype=np.int32), 3) == 3
+    assert drafters.ceiling_length(context, np.array([7], dtype=np.int32), 8) == 0
     after = np.array([4, 5], dtype=np.int32)  # found, but not after an earlier "2" or "1 2"
-    assert drafting.ceiling_length(context, after, 8) == 2
-    assert drafting.ceiling_length(context, after, 8, after=1) == 0
-    assert drafting.ceiling_length(context, np.array([3, 4, 9], dtype=np.int32), 8, 2) == 2
+    assert drafters.ceiling_length(context, after, 8) == 2
+    assert drafters.ceiling_length(context, after, 8, after=1) == 0
+    assert drafters.ceiling_length(context, np.array([3, 4, 9], dtype=np.int32), 8, 2) == 2
     # where a copy stands is tried too, with or without a match before it
-    assert drafting.ceiling_run(context, after, 8, after=1, copy=3, window=0) == (2, 3)
-    assert drafting.ceiling_run(context, after, 8, after=1, copy=1, window=1) == (0, -1)
-    assert drafting.ceiling_run(context, after, 8, after=1, copy=1, window=2) == (2, 3)
+    assert drafters.ceiling_run(context, after, 8, after=1, copy=3, window=0) == (2, 3)
+    assert drafters.ceiling_run(context, after, 8, after=1, copy=1, window=1) == (0, -1)
+    assert drafters.ceiling_run(context, after, 8, after=1, copy=1, window=2) == (2, 3)
     rng = np.random.default_rng(0)
     text = rng.integers(0, 30, 300).tolist()
     requests = [(text[:200], text[100:250])]  # the output repeats part of the prompt
-    ceiling = drafting.run("toy", "ceiling", 8, requests)
-    rules = drafting.run("toy", "llama.cpp", 8, requests)
+    ceiling = drafters.run("toy", "ceiling", 8, requests)
+    rules = drafters.run("toy", "llama.cpp", 8, requests)
     assert ceiling["accepted_share"] == 1.0
     assert ceiling["tokens_per_pass"] >= rules["tokens_per_pass"] > 1.0
     edits = [(text[:200], [*text[:60], 99, *text[61:120]])]  # one token replaced
     per_pass = [
-        drafting.run("toy", name, 8, edits)["tokens_per_pass"]
+        drafters.run("toy", name, 8, edits)["tokens_per_pass"]
         for name in ("ceiling-1", "ceiling-1+copy", "ceiling-1+near", "ceiling")
     ]
     assert per_pass == sorted(per_pass)  # each a choice among more places
 
 
 def test_context_cost_workloads_hold_the_context_asked_for():
-    context_cost = pytest.importorskip("context_cost")
+    import context_cost
+    from common import drafters
+
     ((prompt, prose),) = context_cost.requests(1024, 200, "prose")
     ((same, copy),) = context_cost.requests(1024, 200, "copy")
     assert len(prompt) == 1024 and len(prose) == len(copy) == 200
@@ -60,7 +207,7 @@ def test_context_cost_workloads_hold_the_context_asked_for():
         [{"context": 1, "workload": "w", "drafter": d, "us_per_token": us} for d in "ab"]
         for us in (1.0, 3.0, 2.0)
     ]
-    summary = context_cost.drafting.summarize(rows, ("context", "workload", "drafter"))
+    summary = drafters.summarize(rows, ("context", "workload", "drafter"))
     assert [(r["drafter"], r["us_per_token"], r["us_per_token_range"]) for r in summary] == [
         ("a", 2.0, [1.0, 3.0]),
         ("b", 2.0, [1.0, 3.0]),
@@ -68,19 +215,14 @@ def test_context_cost_workloads_hold_the_context_asked_for():
 
 
 def test_ab_times_the_suffix_rules(tmp_path):
-    ab = pytest.importorskip("ab")
+    import ab
     from ngramdraft import SuffixCorpus
 
     rng = np.random.default_rng(0)
     SuffixCorpus.build(rng.integers(0, 50, 5000), tmp_path / "c.ngd")
     stream = tmp_path / "stream.npy"
     np.save(stream, rng.integers(0, 50, 3 * 4096).astype(np.int32))
-    assert ab.probe("suffix-corpus", tmp_path / "c.ngd", stream, quick=True) > 0
-    assert ab.probe("suffix-long", tmp_path / "c.ngd", stream, quick=True) > 0
-    assert ab.probe("suffix-batch", "-", stream, quick=True) > 0
-    assert ab.probe("suffix-sync", "-", stream, quick=True) > 0
-    assert ab.probe("suffix-replay", "-", stream, quick=True) > 0
-    assert ab.probe("suffix-start", "-", stream, quick=True) > 0
-    assert ab.probe("suffix-rebase", "-", stream, quick=True) > 0
-    assert ab.probe("suffix-evict", "-", stream, quick=True) > 0
-    assert ab.probe("suffix-edit", "-", stream, quick=True) > 0
+    for name in ("suffix-corpus", "suffix-long"):
+        assert ab.probe(name, tmp_path / "c.ngd", stream, quick=True) > 0
+    for name in ("batch", "sync", "replay", "start", "rebase", "evict", "edit"):
+        assert ab.probe(f"suffix-{name}", "-", stream, quick=True) > 0

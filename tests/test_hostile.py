@@ -1,6 +1,10 @@
 """Hostile files (tests/hostile, made by generate.py): named errors, never a crash."""
 
+import os
+import shutil
 import struct
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -105,9 +109,39 @@ def _do(action, path):
         f.read(0, len(f))
 
 
+# Files that open and work, whose meta names a lone surrogate ("\\ud800": valid JSON, which
+# no UTF-8 output encodes): every text the command line prints from them must reach it.
+TEXTS = {f"{kind}-surrogate-meta.ngd" for kind in ("static", "dynamic", "suffix", "requests")}
+
+
 def test_every_hostile_file_has_a_case():
     on_disk = {p.name for p in HOSTILE.iterdir() if p.suffix != ".py"} - {"offsets-lie.ngd"}
-    assert on_disk == set(CASES)
+    assert on_disk == set(CASES) | TEXTS
+
+
+@pytest.mark.parametrize("name", sorted(TEXTS))
+def test_texts_from_a_file_reach_a_pipe_escaped(tmp_path, name):
+    """A real process, its output a pipe, as in `ngramdraft inspect F | less`: a meta value
+    and a path UTF-8 cannot encode are printed escaped, with exit status 0 and nothing on
+    stderr (an in-process run's StringIO encodes anything, so only a process shows this)."""
+    odd = tmp_path / os.fsdecode(b"\xff-" + name.encode())  # a name that is not UTF-8
+    shutil.copy(HOSTILE / name, odd)
+    for args in (["--verify"], ["--json"], []):
+        done = subprocess.run(
+            [sys.executable, "-m", "ngramdraft", "inspect", str(odd), *args],
+            capture_output=True,
+            env={**os.environ, "PYTHONIOENCODING": "utf-8"},
+        )
+        err = [
+            line
+            for line in done.stderr.decode().splitlines()
+            if not line.startswith("ngramdraft: compiling the kernels")
+        ]
+        assert done.returncode == 0 and not err, (args, done.stderr.decode())
+        out = done.stdout.decode("utf-8")
+        assert "\\udcff-" in out  # the path's undecodable byte, escaped
+        if name.split("-")[0] in ("static", "suffix"):  # the kinds whose meta inspect prints
+            assert "\\ud800" in out
 
 
 @pytest.mark.parametrize("name", sorted(CASES))

@@ -24,7 +24,7 @@ MAY_IMPORT = {
     "integrations": {"base", "files", "tokenizers", "caches", "drafting"},
     "cli": {"base", "kernels", "files", "tokenizers", "rules", "build", "caches", "drafting"}
     | {"integrations"},
-    "package": {"base", "caches", "drafting"},  # ngramdraft/__init__.py
+    "package": {"base", "files", "caches", "drafting"},  # ngramdraft/__init__.py
 }
 
 

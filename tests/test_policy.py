@@ -123,6 +123,7 @@ def test_cost_aware_settings_are_named():
         CostAwareLength([1, 2], decay=0)
     with pytest.raises(InvalidParameterError, match="n_draft=8"):
         Drafter(n_draft=8, policy=CostAwareLength([1, 2, 3])).start([1, 2])
+    Drafter(n_draft=8, policy=CostAwareLength()).start([1, 2])  # costs to learn: any n_draft
 
 
 def test_a_rewind_drops_the_drafts_a_policy_waits_on():
@@ -141,3 +142,64 @@ def test_drafting_without_accepting_keeps_a_bounded_queue():
     for _ in range(500):
         drafter.draft()
     assert len(drafter._shadows) == 64
+
+
+def _learned(costs, passes=3):
+    """A CostAwareLength that learned ``costs`` ({pass size: seconds}) from timed passes."""
+    policy = CostAwareLength()
+    policy.start(6)
+    for _ in range(passes):
+        for k, seconds in costs.items():
+            policy.observe_pass(k, seconds)
+    return policy
+
+
+def test_costs_learned_from_the_engines_passes_cut_drafts_as_given_costs_do():
+    linear = {k: 0.01 * (1 + 0.5 * (k - 1)) for k in range(1, 8)}
+    given = CostAwareLength([linear[k] for k in range(1, 8)])
+    given.start(6)
+    learned = _learned({1: linear[1], 4: linear[4], 7: linear[7]})  # the rest interpolated
+    for matched in (0, 2, 6, 1):
+        for policy in (given, learned):
+            for _ in range(10):
+                policy.learn(6, matched)
+        assert learned.length_of(6) == given.length_of(6)
+
+
+def test_until_a_size_is_timed_passes_cost_alike_and_never_less_than_shorter_ones():
+    fresh = CostAwareLength()
+    fresh.start(6)
+    for _ in range(10):
+        fresh.learn(6, 1)  # right for one token of six
+    assert fresh.length_of(6) == 6  # nothing timed: every size costs the same
+    # A "pass" timed with a pause of the caller's in it costs more than a longer one:
+    # it counts as the longer one's cost, so that drafting is not thought dear.
+    paused = _learned({1: 3.0, 7: 0.4})
+    for _ in range(10):
+        paused.learn(6, 6)
+    assert paused.length_of(6) == 6
+    # Timed passes outside 1 .. n_draft + 1, or of no time, are not learned from.
+    paused.observe_pass(99, 1.0)
+    paused.observe_pass(3, 0.0)
+    assert paused.length_of(6) == 6
+
+
+def test_the_pass_clock_times_one_pass_between_calls_and_nothing_else():
+    from ngramdraft.integrations.passes import PassClock
+
+    class Seen:
+        def __init__(self):
+            self.passes = []
+
+        def observe_pass(self, n_tokens, seconds):
+            self.passes.append(n_tokens)
+
+    drafter, clock = Seen(), PassClock()
+    clock.called(drafter, None)  # a new sequence: the prompt's pass, not timed
+    clock.returned(4)
+    clock.called(drafter, 3)  # 2 drafted tokens accepted and the model's own: one pass of 5
+    clock.returned(0)
+    clock.called(drafter, 1)  # no draft: a pass over one token
+    clock.returned(2)
+    clock.called(drafter, 40)  # a new turn of a conversation, prompt and all: not a pass
+    assert drafter.passes == [5, 1]

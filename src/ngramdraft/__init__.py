@@ -32,6 +32,7 @@ from .errors import (
     InvalidTokensError,
     LockTimeoutError,
     MissingDependencyError,
+    ModelDownloadError,
     ModelFileError,
     NgramdraftError,
     NgramdraftWarning,
@@ -44,6 +45,7 @@ from .errors import (
     VocabularyError,
     WrongFileKindError,
 )
+from .files.models import fetch_model
 
 __all__ = [
     "AdaptiveLength",
@@ -64,6 +66,7 @@ __all__ = [
     "Learns",
     "LockTimeoutError",
     "MissingDependencyError",
+    "ModelDownloadError",
     "ModelFileError",
     "NgramCache",
     "NgramdraftError",
@@ -82,5 +85,6 @@ __all__ = [
     "VocabularyError",
     "WrongFileKindError",
     "__version__",
+    "fetch_model",
     "replay",
 ]

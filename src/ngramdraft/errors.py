@@ -77,6 +77,10 @@ class ModelFileError(NgramdraftError):
     """A model path that does not exist or is not a model file the engine can load."""
 
 
+class ModelDownloadError(NgramdraftError):
+    """A trained model could not be fetched (no registry reachable, or not the published file)."""
+
+
 class LockTimeoutError(NgramdraftError):
     """A shared file's lock could not be taken in time; nothing was written."""
 

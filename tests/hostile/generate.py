@@ -83,6 +83,17 @@ def requests_files():
     return {"requests-bitflip.ngd": flipped, "requests-unended.ngd": forge(unended)}
 
 
+def surrogate_meta(valid):
+    """The file with its meta replaced by valid JSON naming a lone surrogate (``"\\ud800"``),
+    which no UTF-8 output can encode; padded with spaces to the section's size."""
+    raw = bytearray(valid)
+    offset, size = section(raw, "meta")
+    meta = b'{"note": "\\ud800"}'
+    assert len(meta) <= size, "the base file's meta is shorter than the replacement"
+    raw[offset : offset + size] = meta.ljust(size)
+    return forge(raw)
+
+
 def main():
     tmp = HERE / "_valid.ngd"
     StaticCache.build(TOKENS, tmp)
@@ -152,6 +163,18 @@ def main():
     (HERE / "_dyn.ngd").unlink()
     files.update(suffix_files(valid))
     files.update(requests_files())
+    # Files that open, whose texts must reach a terminal or a pipe escaped.
+    SuffixCorpus.build(TOKENS, tmp)
+    RequestMemory().save(HERE / "_requests.ngd")
+    for kind, base in (
+        ("static", valid),
+        ("dynamic", files["dynamic-not-static.ngd"]),
+        ("suffix", tmp.read_bytes()),
+        ("requests", (HERE / "_requests.ngd").read_bytes()),
+    ):
+        files[f"{kind}-surrogate-meta.ngd"] = surrogate_meta(base)
+    tmp.unlink()
+    (HERE / "_requests.ngd").unlink()
 
     def words(*values):
         return np.array(values, dtype="<i4").tobytes()

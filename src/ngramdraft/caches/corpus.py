@@ -24,8 +24,8 @@ from ..files.ngd import (
     verify_sections,
 )
 from ..files.tokens import CHUNK
-from ..kernels import gramindex
-from ..kernels.suffixsort import first_out_of_order
+from ..kernels import gramindex, suffixsearch
+from ..kernels.suffixsort import DEPTH, first_out_of_order
 from ..validation import as_tokens
 from .base import RecordedTokenizer
 from .warmup import MappedFile, Warmup
@@ -114,6 +114,21 @@ class SuffixCorpus(MappedFile, RecordedTokenizer):
     @property
     def max_token(self) -> int:
         return int(self.header.max_token)
+
+    def longest_match(self, context: "ArrayLike") -> tuple[int, int]:
+        """(length, occurrences) of the longest suffix of ``context`` that the corpus holds.
+
+        The search the suffix rules' corpus drafts start from, bounded by the
+        depth the suffix array is sorted to (64 tokens); (0, 0) if not even its
+        last token occurs.
+        """
+        tokens = as_tokens(context, "context")
+        if not len(tokens):
+            return 0, 0
+        length, lo, hi = suffixsearch.longest(
+            self.text, self.sa, self.buckets, self.grams, tokens, len(tokens), 1, DEPTH
+        )
+        return int(length), int(hi - lo) if length else 0
 
     def verify(self, deep: bool = False) -> None:
         """Check every section's checksum (reads the whole file); raises ChecksumError.

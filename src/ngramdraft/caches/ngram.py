@@ -197,6 +197,11 @@ class NgramCache(Cache):
         return int(self.table.meta[T.N_NGRAMS])
 
     @property
+    def nbytes(self) -> int:
+        """Bytes the cache's tables hold (its memory, but for a few small arrays)."""
+        return sum(a.nbytes for a in self.table)
+
+    @property
     def n_entries(self) -> int:
         return int(self.table.meta[T.N_ENTRIES])
 

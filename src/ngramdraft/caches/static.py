@@ -36,6 +36,7 @@ from ..files.ngd import (
 from ..files.tokens import TokenFile
 from ..kernels.frozen import CORRUPT, followers_span, key_hash_of, key_values, span_stats
 from ..kernels.handles import frozen_handle
+from ..tokenizers import identity, load_tokenizer
 from ..validation import as_tokens, check_cache_arrays, check_ngram
 from .base import Arrays, Cache, RecordedTokenizer
 from .corpus import SuffixCorpus
@@ -106,17 +107,20 @@ class StaticCache(MappedFile, RecordedTokenizer, Cache):
         *,
         memory_limit: int | None = None,
         meta: dict[str, Any] | None = None,
+        tokenizer: str | None = None,
         quiet: bool = True,
     ) -> "StaticCache":
         """Count the 2-grams of a token sequence into a static cache file and open it.
 
         ``tokens`` is an integer array, or a token file or its path (``.i32``/
         ``.bin``/``.npy``, see :class:`ngramdraft.files.tokens.TokenFile`), read
-        in chunks.
+        in chunks. ``tokenizer`` (a name) is recorded, to be checked when drafting.
         """
         if isinstance(tokens, str | os.PathLike):
             tokens = TokenFile(tokens)
         source = tokens if isinstance(tokens, TokenFile) else as_tokens(tokens)
+        if tokenizer is not None:
+            meta = {"tokenizer": identity(load_tokenizer(tokenizer)), **(meta or {})}
         build_static(
             [TokenTriples(source)], path, memory_limit=memory_limit, meta=meta, quiet=quiet
         )

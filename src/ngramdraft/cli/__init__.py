@@ -9,6 +9,7 @@ and exit status 1 (2 for usage errors).
 """
 
 import argparse
+import io
 import os
 import signal
 import sys
@@ -84,7 +85,19 @@ def _warn_with(show: Callable[..., Any]) -> Callable[..., None]:
     return warn
 
 
+def _escape_what_cannot_print() -> None:
+    """Show what the output's encoding cannot encode as escapes, never as a traceback.
+
+    Texts from files reach the output: meta values (valid JSON may name a lone
+    surrogate, ``"\\ud800"``, which no UTF-8 stream encodes) and paths (bytes
+    that are not UTF-8 arrive as surrogates). stderr escapes them already.
+    """
+    if isinstance(sys.stdout, io.TextIOWrapper):
+        sys.stdout.reconfigure(errors="backslashreplace")
+
+
 def main(argv: list[str] | None = None) -> int:
+    _escape_what_cannot_print()
     args = _parser().parse_args(argv)
     try:
         with warnings.catch_warnings(), install_listener("numba:compile", CompileNotice()):

@@ -74,9 +74,9 @@ def add_cache_arguments(p: argparse.ArgumentParser, dynamic_help: str) -> None:
         "--n-draft",
         "--draft",
         type=positive,
-        default=8,
         metavar="N",
-        help="most tokens drafted per step (default: 8, as llama.cpp)",
+        help="most tokens drafted per step (default: 8, as llama.cpp; with a model and "
+        "--rules suffix, 32, the policy choosing how many to submit)",
     )
 
 

@@ -1,7 +1,8 @@
-"""build-static and merge-static: static caches from corpora, and from other static caches."""
+"""build-static, tokenize and merge-static: corpora into static caches and token files."""
 
 import argparse
 import warnings
+from pathlib import Path
 from typing import Any
 
 from ..build import distributed
@@ -11,7 +12,11 @@ from ..build.sources import DatasetSource
 from ..build.suffixes import build_suffixes
 from ..caches.static import StaticCache
 from ..errors import EmptyCacheWarning, InvalidParameterError
+from ..files.atomic import atomic_output, write_array
+from ..files.tokens import RAW_SUFFIXES
 from .args import parse_size, say, subcommand
+
+CHUNK_TOKENS = 1 << 24  # tokens copied at a time into the token file
 
 
 def register(sub: Any) -> None:
@@ -59,6 +64,21 @@ def register(sub: Any) -> None:
     b.add_argument("-q", "--quiet", action="store_true", help="no progress or summary")
     _add_corpus_arguments(b)
     b.set_defaults(run=build_static_command)
+
+    t = subcommand(
+        sub,
+        "tokenize",
+        "tokenize a corpus into one token file",
+        "Tokenize text files, local data files or a Hugging Face dataset into one "
+        "little-endian int32 token file, the streams joined in order: the input both "
+        "build-static and build-static --suffix take, or a prefix of it.",
+        ["ngramdraft tokenize books/*.txt --tokenizer llama3 -o books.llama3.i32"],
+    )
+    t.add_argument("inputs", nargs="*", metavar="INPUT", help="text files (.txt)")
+    t.add_argument("-o", "--output", required=True, metavar="FILE", help="the .i32 file to write")
+    t.add_argument("-q", "--quiet", action="store_true", help="no progress or summary")
+    _add_corpus_arguments(t)
+    t.set_defaults(run=tokenize_command, suffix=False)
 
     m = subcommand(
         sub,
@@ -192,6 +212,23 @@ def _build_suffix(args: argparse.Namespace, corpus: Corpus) -> None:
         f"{args.output}: the suffix array of {header.n_source_tokens} tokens "
         f"({header.n_entries - header.n_source_tokens} separators)",
     )
+
+
+def tokenize_command(args: argparse.Namespace) -> None:
+    corpus = corpus_from_args(args)
+    if not corpus.source.is_text:
+        raise InvalidParameterError("tokenize reads text: these inputs are token files already")
+    if Path(args.output).suffix not in RAW_SUFFIXES:
+        raise InvalidParameterError(f"{args.output}: a token file's name ends in .i32 or .bin")
+    n = 0
+    with atomic_output(args.output) as out:
+        for stream, _ in corpus.source.streams(
+            corpus.loaded_tokenizer, args.token_cache, quiet=args.quiet
+        ):
+            for start in range(0, len(stream), CHUNK_TOKENS):
+                write_array(out, stream.read(start, CHUNK_TOKENS).astype("<i4"))
+            n += len(stream)
+    say(args, f"{args.output}: {n} tokens ({corpus.tokenizer})")
 
 
 def merge_static_command(args: argparse.Namespace) -> None:

@@ -8,6 +8,7 @@ from typing import Any
 
 from ..drafting.policy import AdaptiveLength, CostAwareLength, Policy
 from ..errors import InvalidParameterError
+from ..files.models import MODELS, fetch_model
 from .args import add_cache_arguments, positive, subcommand
 
 
@@ -16,11 +17,15 @@ def register(sub: Any) -> None:
         sub,
         "generate",
         "generate with a GGUF model and ngramdraft drafting (llama.cpp's llama-lookup)",
-        "Greedy generation with llama-cpp-python, drafting with ngramdraft; prints the text, "
-        "then tokens/s, forward passes, drafted and accepted tokens.",
+        "Greedy generation with llama-cpp-python, drafting with ngramdraft through its own "
+        "verification loop; prints the text, then the prompt's and the decode's time, "
+        "tokens/s, forward passes, drafted and accepted tokens. --compare also runs a plain "
+        "llama_cpp.Llama, as a user without ngramdraft would.",
         [
             "ngramdraft generate model.gguf -p 'def fib(n):' -n 128",
             "ngramdraft generate model.gguf --prompt-file doc.txt -n 256 -lcs wiki.ngd --compare",
+            "ngramdraft generate qwen2.5-coder-0.5b-instruct --chat --rules suffix -n 400 "
+            "--prompt-file request.txt --compare",
         ],
     )
     _add_model_arguments(g)
@@ -28,24 +33,23 @@ def register(sub: Any) -> None:
     prompt.add_argument("-p", "--prompt", metavar="TEXT", help="the prompt")
     prompt.add_argument("-f", "--prompt-file", metavar="FILE", help="read the prompt from FILE")
     g.add_argument(
+        "--chat",
+        action="store_true",
+        help="the prompt is a user's message, put in the model's own chat template",
+    )
+    g.add_argument(
         "-n",
         "--n-predict",
         type=positive,
         default=256,
         metavar="N",
-        help="tokens to generate (default: 256)",
+        help="most tokens to generate (default: 256; an end-of-generation token stops sooner)",
     )
     g.add_argument(
         "--compare",
         action="store_true",
-        help="also generate without drafting: speedup, and whether the outputs are identical",
-    )
-    g.add_argument(
-        "--cost-aware",
-        action="store_true",
-        help="opt-in, beyond llama.cpp's rules: measure this model's forward-pass cost per "
-        "batch size, then submit the part of each draft that promises the most tokens per "
-        "second (ngramdraft.CostAwareLength)",
+        help="also generate with a plain llama_cpp.Llama: speedups, and whether the outputs "
+        "are identical",
     )
     g.add_argument("--json", action="store_true", help="figures as one JSON object on stdout")
     g.set_defaults(run=generate_command)
@@ -83,13 +87,24 @@ def register(sub: Any) -> None:
 
 
 def _add_model_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("model", metavar="MODEL.gguf", help="a GGUF model file")
+    p.add_argument(
+        "model",
+        metavar="MODEL",
+        help=f"a GGUF model file, or a trained model by name, fetched once ({', '.join(MODELS)})",
+    )
     add_cache_arguments(p, "dynamic cache: loaded if it exists, saved as sequences finish")
     p.add_argument(
         "--adaptive",
         action="store_true",
         help="opt-in, beyond llama.cpp's rules: draft lengths follow the acceptance, and "
         "drafting pauses where little is accepted (ngramdraft.AdaptiveLength)",
+    )
+    p.add_argument(
+        "--cost-aware",
+        action="store_true",
+        help="opt-in for llama.cpp's rules (the default of --rules suffix): submit the part of "
+        "each draft that promises the most tokens per second, from this model's pass costs "
+        "as measured while it runs (ngramdraft.CostAwareLength)",
     )
     p.add_argument(
         "-t",
@@ -100,13 +115,22 @@ def _add_model_arguments(p: argparse.ArgumentParser) -> None:
     )
 
 
-def _draft_model(
-    args: argparse.Namespace, policy: Policy | None = None, save_every: float = 0.0
-) -> Any:
-    from ..integrations.llama_cpp import NgramDraftModel
+def model_file(name: str) -> str:
+    """A model argument as a path: a known model's name is fetched (once), else a path."""
+    return str(fetch_model(name)) if name in MODELS else name
 
-    if policy is None and args.adaptive:
+
+def _draft_model(args: argparse.Namespace, save_every: float = 0.0) -> Any:
+    from ..integrations.llama_cpp import NgramDraftModel
+    from ..integrations.passes import AUTO
+
+    if args.cost_aware and args.adaptive:
+        raise InvalidParameterError("--adaptive and --cost-aware are two policies: choose one")
+    policy: Policy | None = AUTO
+    if args.adaptive:
         policy = AdaptiveLength()
+    elif args.cost_aware:
+        policy = CostAwareLength()
     return NgramDraftModel(
         static=args.static,
         dynamic=args.dynamic,
@@ -124,17 +148,14 @@ def generate_command(args: argparse.Namespace) -> None:
         text = Path(args.prompt_file).read_text(encoding="utf-8")
     else:
         text = args.prompt
-    if args.cost_aware and args.adaptive:
-        raise InvalidParameterError("--adaptive and --cost-aware are two policies: choose one")
-    llama = engine.load_llama(
-        args.model, n_ctx=args.n_ctx, n_threads=args.threads, logits_all=True
-    )  # engine.generate hands the host its draft model
-    policy = None
-    if args.cost_aware:  # the policy needs this model's pass costs, measured once here
-        policy = CostAwareLength(engine.measure_pass_cost(llama, args.n_draft + 1))
-    draft = _draft_model(args, policy)
-    draft.check_model(llama)
-    prompt = llama.tokenize(text.encode("utf-8"), add_bos=True)
+    path = model_file(args.model)
+    settings = {"n_ctx": args.n_ctx, **({"n_threads": args.threads} if args.threads else {})}
+    draft = _draft_model(args)
+    llama = engine.load_llama(path, draft_model=draft, **settings)
+    if args.chat:
+        prompt = engine.chat_prompt(llama, [{"role": "user", "content": text}])
+    else:
+        prompt = llama.tokenize(text.encode("utf-8"), add_bos=True)
     if len(prompt) + args.n_predict > args.n_ctx:
         raise InvalidParameterError(
             f"prompt ({len(prompt)} tokens) + -n {args.n_predict} exceeds the context "
@@ -143,12 +164,18 @@ def generate_command(args: argparse.Namespace) -> None:
     runs = {"ngramdraft": engine.generate(llama, prompt, args.n_predict, draft)}
     draft.finish()
     if args.compare:
-        runs["no drafting"] = engine.generate(llama, prompt, args.n_predict, None)
+        del llama  # one model in memory at a time
+        plain = engine.plain_llama(path, **settings)
+        runs["plain Llama"] = engine.generate(plain, prompt, args.n_predict)
     figures: dict[str, Any] = {
         name: {
+            "n_prompt": len(prompt),
             "n_tokens": len(g.tokens),
+            "prompt_s": g.prompt_seconds,
+            "decode_s": g.decode_seconds,
             "seconds": g.seconds,
             "tokens_per_s": g.tokens_per_s,
+            "decode_tokens_per_s": g.decode_tokens_per_s,
             "forward_passes": g.passes,
             "tokens_per_pass": g.tokens_per_pass,
             "drafted": g.drafted,
@@ -157,32 +184,37 @@ def generate_command(args: argparse.Namespace) -> None:
         for name, g in runs.items()
     }
     if args.compare:
-        base = runs["no drafting"]
-        figures["speedup"] = runs["ngramdraft"].tokens_per_s / base.tokens_per_s
-        figures["identical"] = runs["ngramdraft"].tokens == base.tokens
+        ours, base = runs["ngramdraft"], runs["plain Llama"]
+        figures["speedup"] = base.seconds / ours.seconds
+        figures["decode_speedup"] = ours.decode_tokens_per_s / base.decode_tokens_per_s
+        figures["identical"] = ours.tokens == base.tokens
     if args.json:
         print(json.dumps(figures))
         return
     print(runs["ngramdraft"].text)
     print()
     for name, g in runs.items():
-        f = figures[name]
         rate = 100 * g.accepted / g.drafted if g.drafted else 0.0
         print(
-            f"{name:<12} {f['n_tokens']} tokens in {g.seconds:.2f} s = {g.tokens_per_s:.1f} "
-            f"tokens/s; {g.passes} forward passes ({g.tokens_per_pass:.2f} tokens per pass); "
-            f"drafted {g.drafted}, accepted {g.accepted} ({rate:.1f}%)"
+            f"{name:<12} prompt {len(prompt)} tokens in {g.prompt_seconds:.2f} s; "
+            f"{len(g.tokens)} tokens in {g.decode_seconds:.2f} s more "
+            f"({g.decode_tokens_per_s:.1f} tokens/s after the first); {g.passes} forward "
+            f"passes ({g.tokens_per_pass:.2f} tokens per pass); drafted {g.drafted}, accepted "
+            f"{g.accepted} ({rate:.1f}%)"
         )
     if args.compare:
         same = "identical" if figures["identical"] else "DIFFERENT"
-        print(f"speedup      {figures['speedup']:.2f}x; outputs {same}")
+        print(
+            f"speedup      {figures['speedup']:.2f}x the whole request, "
+            f"{figures['decode_speedup']:.2f}x the decode; outputs {same}"
+        )
 
 
 def serve_command(args: argparse.Namespace) -> None:
     from ..integrations.llama_cpp_server import serve
 
     serve(
-        args.model,
+        model_file(args.model),
         draft_model=_draft_model(args, save_every=args.save_every),
         host=args.host,
         port=args.port,

@@ -82,6 +82,8 @@ def replay_command(args: argparse.Namespace) -> None:
             TextFiles([args.tokens]), tokenizer, cache_dir(args.token_cache), quiet=True
         )
     seq = tokens.read(0, len(tokens))
+    if args.n_draft is None:
+        args.n_draft = 8  # lookup-stats' default, for both rule sets
     if args.rules == "suffix":
         quiet = args.quiet or args.json
         result = replay_suffix(

@@ -18,7 +18,7 @@ import numpy as np
 
 from ..errors import InvalidParameterError, InvalidTokensError, NgramdraftError
 from ..validation import as_tokens, check_token_range
-from .policy import Learns, Policy
+from .policy import Learns, Policy, TimesPasses
 
 if TYPE_CHECKING:
     from numpy.typing import ArrayLike
@@ -138,6 +138,15 @@ class SequenceDrafter(abc.ABC):
             self.finish()
         self.start(sequence)
         return False
+
+    def observe_pass(self, n_tokens: int, seconds: float) -> None:
+        """The engine's forward pass over ``n_tokens`` tokens took ``seconds``.
+
+        For a policy that learns the engine's pass costs (``CostAwareLength()``
+        without costs); the engine adapters call it. Nothing else uses it.
+        """
+        if isinstance(self._policy, TimesPasses):
+            self._policy.observe_pass(n_tokens, seconds)
 
     def _submitted(self, policy: Policy, full: np.ndarray) -> np.ndarray:
         """The part of a whole draft the policy submits (drafting whole costs microseconds)."""

@@ -32,7 +32,8 @@ of time. It learns, for each length of llama.cpp's draft, how often the
 draft's first j tokens are right, from every draft, including the tokens it
 did not submit (the sequence shows what followed them a few steps later):
 so it never needs to pay for a draft to learn about it, and never pauses
-blindly.
+blindly. Given no costs, it learns them too (:class:`TimesPasses`): the engine
+adapters time the passes they see, the time from one draft to the next.
 """
 
 from collections import deque
@@ -60,6 +61,13 @@ class Learns(Protocol):
     """A policy that also learns from whole drafts, submitted or not."""
 
     def learn(self, full: int, matched: int) -> None: ...
+
+
+@runtime_checkable
+class TimesPasses(Protocol):
+    """A policy that learns what the engine's forward passes cost, as they happen."""
+
+    def observe_pass(self, n_tokens: int, seconds: float) -> None: ...
 
 
 @dataclass
@@ -120,35 +128,46 @@ class CostAwareLength:
     ``pass_cost[k - 1]`` is the time (any unit) of one forward pass over k
     tokens, for k = 1 .. n_draft + 1: measure it on the engine you serve
     (``integrations.llama_cpp.measure_pass_cost`` does for llama-cpp-python).
-    For each length L of
-    llama.cpp's draft the policy keeps decayed counts of how often the first
-    j tokens were right; a draft of L tokens is then cut to the k <= L that
-    maximizes (1 + expected accepted tokens) / pass_cost[k]: all of it
-    where passes cost about the same whatever their size (a GPU), less or
-    nothing where they do not and the drafts of that length fail.
-    ``decay`` (0 < decay <= 1) forgets old drafts, so the policy follows
-    the text as it changes.
+    Without it (``CostAwareLength()``) the policy learns the costs from the
+    passes the engine makes (``observe_pass``, which ngramdraft's engine
+    adapters call with the time from one draft to the next): the median of
+    the last :data:`PASSES_KEPT` passes of each size, sizes not seen yet
+    interpolated between those that were, and, until a larger pass has
+    been seen, as dear as the largest one seen (a hope that makes it submit
+    a longer draft once and so learn its cost).
+
+    For each length L of llama.cpp's draft the policy keeps decayed counts
+    of how often the first j tokens were right; a draft of L tokens is then
+    cut to the k <= L that maximizes (1 + expected accepted tokens) /
+    pass_cost[k]: all of it where passes cost about the same whatever their
+    size (a GPU), less or nothing where they do not and the drafts of that
+    length fail. ``decay`` (0 < decay <= 1) forgets old drafts, so the policy
+    follows the text as it changes.
     """
 
-    pass_cost: Sequence[float]
+    pass_cost: Sequence[float] | None = None
     decay: float = 0.97
     _seen: np.ndarray = field(default_factory=lambda: np.ones(0), init=False, repr=False)
     _hit: np.ndarray = field(default_factory=lambda: np.ones((0, 0)), init=False, repr=False)
+    _timed: dict[int, deque[float]] = field(default_factory=dict, init=False, repr=False)
+    _cost: np.ndarray | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
+        if not 0.0 < self.decay <= 1.0:
+            raise InvalidParameterError(f"decay must be in (0, 1], got {self.decay!r}")
+        if self.pass_cost is None:
+            return
         cost = np.asarray(self.pass_cost, dtype=np.float64)
         if cost.ndim != 1 or len(cost) < 2 or not np.all(np.isfinite(cost)) or cost.min() <= 0:
             raise InvalidParameterError(
                 "pass_cost must list the positive cost of a pass over 1, 2, ... tokens "
                 f"(at least two), got {self.pass_cost!r}"
             )
-        if not 0.0 < self.decay <= 1.0:
-            raise InvalidParameterError(f"decay must be in (0, 1], got {self.decay!r}")
         self.pass_cost = tuple(float(c) for c in cost / cost[0])
 
     def start(self, n_draft: int) -> None:
         """A new sequence; what was learned stays (the same engine, the same kind of text)."""
-        if len(self.pass_cost) < n_draft + 1:
+        if self.pass_cost is not None and len(self.pass_cost) < n_draft + 1:
             raise InvalidParameterError(
                 f"pass_cost has {len(self.pass_cost)} costs: a drafter of n_draft={n_draft} "
                 f"needs the cost of passes of 1 .. {n_draft + 1} tokens"
@@ -156,6 +175,7 @@ class CostAwareLength:
         if len(self._seen) != n_draft + 1:
             self._seen = np.ones(n_draft + 1)
             self._hit = np.full((n_draft + 1, n_draft + 1), 0.5)  # a prior of one half
+            self._cost = None
 
     def length_of(self, full: int) -> int:
         """The k <= full that maximizes (1 + expected accepted) / pass_cost[k]."""
@@ -163,7 +183,7 @@ class CostAwareLength:
             return 0
         right = self._hit[full, 1 : full + 1] / self._seen[full]  # P(first j tokens right)
         tokens = 1.0 + np.concatenate(([0.0], np.cumsum(right)))
-        return int(np.argmax(tokens / np.asarray(self.pass_cost[: full + 1])))
+        return int(np.argmax(tokens / self._costs()[: full + 1]))
 
     def observe(self, submitted: int, accepted: int) -> None:
         """Nothing to do: learn() sees every draft whole."""
@@ -173,3 +193,39 @@ class CostAwareLength:
         self._seen[full] = self._seen[full] * self.decay + 1.0
         self._hit[full] *= self.decay
         self._hit[full, 1 : matched + 1] += 1.0
+
+    def observe_pass(self, n_tokens: int, seconds: float) -> None:
+        """A forward pass over ``n_tokens`` tokens took ``seconds`` (learned costs only)."""
+        if self.pass_cost is not None or not (seconds > 0 and 1 <= n_tokens < len(self._seen) + 1):
+            return
+        self._timed.setdefault(n_tokens, deque(maxlen=PASSES_KEPT)).append(seconds)
+        self._cost = None
+
+    def _costs(self) -> np.ndarray:
+        """Each pass size's cost relative to a pass over one token (1 .. n_draft + 1)."""
+        if self.pass_cost is not None:
+            return np.asarray(self.pass_cost)
+        if self._cost is None:
+            self._cost = learned_costs(self._timed, len(self._seen))
+        return self._cost
+
+
+PASSES_KEPT = 9  # passes of each size whose median is its learned cost
+
+
+def learned_costs(timed: dict[int, deque[float]], n: int) -> np.ndarray:
+    """Costs of passes over 1 .. n tokens from the passes timed, relative to the first.
+
+    Sizes between timed ones are interpolated; sizes past the largest timed
+    cost what it did (optimistic, so that a longer draft is tried once and
+    its cost learned); with nothing timed, every size costs the same. A pass
+    never costs less than a shorter one: a size timed dearer than a longer
+    one (a pause of the caller's, between two drafts, timed with the pass)
+    costs what the longer one did.
+    """
+    sizes = np.array(sorted(timed), dtype=np.float64)
+    if not len(sizes):
+        return np.ones(n)
+    medians = np.array([np.median(timed[int(k)]) for k in sizes])
+    cost = np.minimum.accumulate(np.interp(np.arange(1, n + 1), sizes, medians)[::-1])[::-1]
+    return cost / cost[0]

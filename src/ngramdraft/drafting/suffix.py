@@ -54,13 +54,15 @@ def _address(array: np.ndarray) -> tuple[int, int]:
     return array.ctypes.data, array.size
 
 
-def corpus_params(corpus: SuffixCorpus | None) -> np.ndarray:
-    """The corpus search's parameters (``kernels/suffixsearch.py``) for a corpus."""
+def corpus_params(
+    corpus: SuffixCorpus | None, min_match: int, min_count: int, min_share: int
+) -> np.ndarray:
+    """The corpus search's parameters (``kernels/suffixsearch.py``) for a corpus, checked."""
     params = np.zeros(4, dtype=np.int64)
     params[S.MAX_TOKEN] = -1 if corpus is None else corpus.max_token
-    params[S.MIN_MATCH] = R.CORPUS_MIN_MATCH
-    params[S.MIN_COUNT] = R.CORPUS_MIN_COUNT
-    params[S.MIN_SHARE] = R.CORPUS_MIN_SHARE
+    params[S.MIN_MATCH] = check_int(min_match, "corpus_min_match", 1, MAX_MATCH)
+    params[S.MIN_COUNT] = check_int(min_count, "corpus_min_count", 1)
+    params[S.MIN_SHARE] = check_int(min_share, "corpus_min_share", 50, 100)
     return params
 
 
@@ -85,6 +87,11 @@ class SuffixDrafter(SequenceDrafter):
     min_match : int
         The shortest match that drafts (>= 2; longer is quieter on text that
         does not repeat, and misses more of what does).
+    corpus_min_match, corpus_min_count, corpus_min_share : int
+        The corpus search's thresholds (``docs/suffix.md``): the shortest
+        match it drafts from, the fewest occurrences, and the share (50 ..
+        100 percent) of them a drafted token must follow; the defaults were
+        measured by ``benchmarks/corpus_rules.py``.
     policy : Policy, optional
         As Drafter's: how much of each draft to submit.
     """
@@ -96,6 +103,9 @@ class SuffixDrafter(SequenceDrafter):
         n_draft: int = 8,
         *,
         min_match: int = R.MIN_MATCH_DEFAULT,
+        corpus_min_match: int = R.CORPUS_MIN_MATCH,
+        corpus_min_count: int = R.CORPUS_MIN_COUNT,
+        corpus_min_share: int = R.CORPUS_MIN_SHARE,
         max_dynamic_tokens: int | None = None,
         save_every: float = 0.0,
         lock_timeout: float = LOCK_TIMEOUT,
@@ -141,7 +151,9 @@ class SuffixDrafter(SequenceDrafter):
                 st[R.CORPUS_BUCKETS : R.CORPUS_BUCKETS + 2] = _address(self.static.buckets)
             if len(self.static.grams):
                 st[R.CORPUS_GRAMS : R.CORPUS_GRAMS + 2] = _address(self.static.grams)
-        st[R.CORPUS_ARGS : R.CORPUS_ARGS + 4] = corpus_params(self.static)
+        st[R.CORPUS_ARGS : R.CORPUS_ARGS + 4] = corpus_params(
+            self.static, corpus_min_match, corpus_min_count, corpus_min_share
+        )
         self._started = False
         self._init_policy(policy)
 

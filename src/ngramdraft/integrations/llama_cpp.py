@@ -6,15 +6,22 @@ that same pass (``Llama.generate``). :class:`NgramDraftModel` implements that
 protocol (``LlamaDraftModel``) over one :class:`~ngramdraft.Drafter`, kept in
 step with the sequence in time proportional to the new tokens.
 
-One thing the host leaves to its user: with a draft model it keeps logits
-for every position, but sizes that buffer by the constructor's ``logits_all``
-(default False: ``n_batch`` rows), so a sequence longer than ``n_batch`` fails
-deep inside ``eval``. :func:`load_llama` passes ``logits_all=True`` for you
-and checks the caches against the model's vocabulary.
+What the host's own loop costs: with a draft model it keeps the logits of
+every position, the prompt's too (an 800-token prompt with a 152k-token
+vocabulary takes 1.3x as long), and a ``Llama`` given a draft model after
+it was made without one aborts the process at its first draft
+(``GGML_ASSERT(logits != nullptr)``). :func:`load_llama` therefore makes a
+:func:`DraftingLlama <drafting_llama>`: the host's ``Llama``, whose
+``generate`` (and so ``create_completion``, ``create_chat_completion`` and
+the server) verifies drafts with ngramdraft's own loop
+(:mod:`~ngramdraft.integrations.llama_cpp_decode`) whenever it has a draft
+model: logits only for the rows verification reads, nothing copied.
 
 Needs ``pip install 'ngramdraft[llama]'``.
 """
 
+import functools
+import inspect
 import os
 import time
 from dataclasses import dataclass
@@ -22,11 +29,12 @@ from typing import Any
 
 import numpy as np
 
-from ..drafting.drafter import Drafter
-from ..errors import InvalidParameterError, ModelFileError
+from ..errors import ModelFileError
 from ..files.kinds import check_gguf
 from ..optional import require
 from ..tokenizers.gguf import LlamaVocab, model_name
+from .llama_cpp_decode import decoder_of, speculative_generate
+from .passes import PassClock, engine_drafter
 
 
 def _llama_cpp() -> Any:
@@ -56,6 +64,13 @@ class NgramDraftModel(_BASE):
     suffix file and a requests file) and ``tokenizer`` to check the static
     cache against (a GGUF path checks it against that model's vocabulary).
 
+    Defaults by rule set (:mod:`~ngramdraft.integrations.passes`): llama.cpp's
+    rules draft as llama.cpp does (8 tokens, no policy); the suffix rules
+    draft up to 32 tokens and submit what the engine's measured pass costs
+    make worth it (``CostAwareLength()``, which learns those costs from the
+    time between this model's calls: one forward pass each). ``policy=None``
+    submits whole drafts.
+
     A call that extends the previous sequence accepts only the new tokens;
     any other sequence (a new prompt) finishes the previous one into the
     dynamic cache and starts anew. ``stats`` counts what drafting did since
@@ -63,25 +78,33 @@ class NgramDraftModel(_BASE):
     """
 
     def __init__(
-        self, static: Any = None, dynamic: Any = None, n_draft: int = 8, *args: Any, **kwargs: Any
+        self,
+        static: Any = None,
+        dynamic: Any = None,
+        n_draft: int | None = None,
+        *args: Any,
+        **kwargs: Any,
     ) -> None:
-        self.drafter = Drafter(static, dynamic, n_draft, *args, **kwargs)
+        self.drafter = engine_drafter(static, dynamic, n_draft, *args, **kwargs)
         self.stats = DraftStats()
         self._seen = 0  # tokens of the sequence at the last call
         self._drafted = 0  # tokens that call drafted
+        self._clock = PassClock()
 
     def __call__(self, input_ids: Any, /, **kwargs: Any) -> np.ndarray:
+        new = len(input_ids) - self._seen
         if self.drafter.sync(input_ids):
             # The host verified the last draft and added what it accepted plus one
             # token of its own: every token past that one is an accepted draft.
-            new = len(input_ids) - self._seen
             self.stats.accepted += max(0, min(new - 1, self._drafted))
+            self._clock.called(self.drafter, new)
         else:
             self.stats.sequences += 1
         draft = self.drafter.draft()  # int32 is np.intc on every platform llama.cpp builds for
         self.stats.passes += 1
         self.stats.drafted += len(draft)
         self._seen, self._drafted = len(input_ids), len(draft)
+        self._clock.returned(len(draft))
         return draft
 
     def check_model(self, llama: Any) -> None:
@@ -132,6 +155,46 @@ class DraftStats:
         }
 
 
+@functools.cache
+def drafting_llama() -> type:
+    """``DraftingLlama``: the host's ``Llama``, drafting through ngramdraft's own loop.
+
+    With a ``draft_model`` (given to the constructor or set later, any of the
+    host's draft models), ``generate`` is
+    :func:`~ngramdraft.integrations.llama_cpp_decode.speculative_generate`;
+    without one, or with ``logits_all=True`` (a user who asks for every
+    position's logits, for logprobs, gets them from the host's own loop), or
+    a recurrent model (whose state cannot roll a draft back), it is the
+    host's. The draft model is never handed to the host's constructor, which
+    would keep every position's logits for it.
+    """
+    llama_cpp = _llama_cpp()
+    host_generate = llama_cpp.Llama.generate
+    signature = inspect.signature(host_generate)
+
+    class DraftingLlama(llama_cpp.Llama):  # type: ignore[name-defined]
+        def __init__(self, *args: Any, draft_model: Any = None, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self.draft_model = draft_model
+
+        def generate(self, *args: Any, **kwargs: Any) -> Any:
+            if (
+                self.draft_model is None
+                or self._logits_all
+                or self._is_recurrent
+                or (self._is_hybrid)
+            ):
+                return host_generate(self, *args, **kwargs)
+            bound = signature.bind(self, *args, **kwargs)
+            settings = dict(bound.arguments)
+            del settings["self"]
+            tokens = settings.pop("tokens")
+            return speculative_generate(self, tokens, self.draft_model, **settings)
+
+    DraftingLlama.__doc__ = drafting_llama.__doc__
+    return DraftingLlama
+
+
 def load_llama(
     model_path: str | os.PathLike[str],
     *,
@@ -140,27 +203,18 @@ def load_llama(
     verbose: bool = False,
     **kwargs: Any,
 ) -> Any:
-    """A ``llama_cpp.Llama`` for ``model_path`` that drafts with ``draft_model``.
+    """A :func:`DraftingLlama <drafting_llama>` for ``model_path`` drafting with ``draft_model``.
 
-    As ``Llama(model_path, draft_model=..., **kwargs)``, with what drafting
-    needs: ``logits_all=True`` (the host sizes its logits buffer by it, and
-    breaks past ``n_batch`` positions without it), a named error for a path
-    that is not a GGUF model, and for an :class:`NgramDraftModel` a check that
-    its caches fit the model's vocabulary.
+    As ``Llama(model_path, draft_model=..., **kwargs)``: drafts are verified
+    by ngramdraft's own loop (the prompt costs what it costs without
+    drafting), a path that is not a GGUF model is a named error, and an
+    :class:`NgramDraftModel`'s caches are checked against the model's
+    vocabulary. ``draft_model`` may also be set or changed later.
     """
-    llama_cpp = _llama_cpp()
+    cls = drafting_llama()
     path = check_gguf(model_path)
-    if draft_model is not None:
-        if kwargs.get("logits_all") is False:
-            raise InvalidParameterError(
-                "logits_all=False cannot draft: llama-cpp-python verifies drafts from every "
-                "position's logits (leave logits_all out, load_llama sets it)"
-            )
-        kwargs["logits_all"] = True
     try:
-        llama = llama_cpp.Llama(
-            str(path), draft_model=draft_model, n_ctx=n_ctx, verbose=verbose, **kwargs
-        )
+        llama = cls(str(path), draft_model=draft_model, n_ctx=n_ctx, verbose=verbose, **kwargs)
     except ValueError as e:  # the host's word for any model it cannot load
         raise ModelFileError(f"{path}: llama.cpp cannot load this model ({e})") from e
     if isinstance(draft_model, NgramDraftModel):
@@ -168,32 +222,53 @@ def load_llama(
     return llama
 
 
+def plain_llama(model_path: str | os.PathLike[str], *, verbose: bool = False, **kwargs: Any) -> Any:
+    """The host's own ``llama_cpp.Llama`` for ``model_path``, as a user without ngramdraft
+    makes it (what ``generate --compare`` measures against); named errors as load_llama's."""
+    llama_cpp = _llama_cpp()
+    path = check_gguf(model_path)
+    try:
+        return llama_cpp.Llama(str(path), verbose=verbose, **kwargs)
+    except ValueError as e:
+        raise ModelFileError(f"{path}: llama.cpp cannot load this model ({e})") from e
+
+
+def chat_prompt(llama: Any, messages: list[dict[str, str]]) -> list[int]:
+    """The prompt tokens of chat ``messages`` in the model's own chat template (its GGUF's).
+
+    What ``create_chat_completion`` feeds the model for the same messages, the
+    generation prompt added; a model without a template is a named error.
+    """
+    template = llama.metadata.get("tokenizer.chat_template")
+    if not template:
+        raise ModelFileError(
+            f"{llama.model_path}: the model has no chat template (tokenizer.chat_template): "
+            "give it a plain prompt"
+        )
+    chat_format = _llama_cpp().llama_chat_format
+    vocab = llama._model
+    bos, eos = llama.token_bos(), llama.token_eos()
+    formatter = chat_format.Jinja2ChatFormatter(
+        template=template,
+        eos_token=vocab.token_get_text(eos) if eos != -1 else "",
+        bos_token=vocab.token_get_text(bos) if bos != -1 else "",
+    )
+    rendered = formatter(messages=messages)
+    text = rendered.prompt.encode("utf-8")
+    return list(llama.tokenize(text, add_bos=not rendered.added_special, special=True))
+
+
 def measure_pass_cost(
     llama: Any, n_tokens: int, *, context: int = 512, reps: int = 5
 ) -> list[float]:
-    """Median seconds of one forward pass over k = 1 .. n_tokens tokens, after ``context`` tokens.
+    """Median seconds of one verification pass over k = 1 .. n_tokens tokens, after ``context``.
 
-    What a draft of k - 1 tokens costs on this model and machine: the
-    ``pass_cost`` of :class:`~ngramdraft.CostAwareLength` (``n_tokens`` =
-    n_draft + 1). Token ids do not change the cost; the model's context is
-    reset afterwards.
+    What a draft of k - 1 tokens costs on this model and machine, as
+    ngramdraft's loop verifies it: the ``pass_cost`` of
+    :class:`~ngramdraft.CostAwareLength` (``n_tokens`` = n_draft + 1). Token
+    ids do not change the cost; the model's context is reset afterwards.
     """
-    # input_ids is sized by the n_ctx asked for; llama.cpp may round its own up.
-    context = max(1, min(context, len(llama.input_ids) - n_tokens - 1))
-    ids = [1 + i % (llama.n_vocab() - 1) for i in range(context + n_tokens)]
-    llama.reset()
-    llama.eval(ids[:context])
-    costs = []
-    for k in range(1, n_tokens + 1):
-        times = []
-        for _ in range(reps):
-            llama.n_tokens = context  # drop the last pass's positions, as a rejection does
-            t0 = time.perf_counter()
-            llama.eval(ids[context : context + k])
-            times.append(time.perf_counter() - t0)
-        costs.append(float(np.median(times)))
-    llama.reset()
-    return costs
+    return decoder_of(llama).pass_cost(n_tokens, context=context, reps=reps)
 
 
 @dataclass
@@ -202,14 +277,26 @@ class Generation:
 
     tokens: list[int]
     text: str
-    seconds: float  # prompt processing included
+    prompt_seconds: float  # the prompt's pass, to the first token
+    decode_seconds: float  # every later token
     passes: int  # forward passes (the prompt's counts as one)
     drafted: int
     accepted: int
+    draft_lengths: list[int]  # the draft of each pass after the prompt's, as the model got it
+
+    @property
+    def seconds(self) -> float:
+        return self.prompt_seconds + self.decode_seconds
 
     @property
     def tokens_per_s(self) -> float:
+        """Tokens over the whole request, the prompt's time included."""
         return len(self.tokens) / self.seconds if self.seconds else 0.0
+
+    @property
+    def decode_tokens_per_s(self) -> float:
+        """Tokens after the first over the time after it: what drafting speeds up."""
+        return (len(self.tokens) - 1) / self.decode_seconds if self.decode_seconds else 0.0
 
     @property
     def tokens_per_pass(self) -> float:
@@ -217,45 +304,52 @@ class Generation:
 
 
 def generate(llama: Any, prompt_tokens: Any, n: int, draft_model: Any = None) -> Generation:
-    """Generate ``n`` tokens greedily with ``llama`` (built by :func:`load_llama`), timing it.
+    """Generate up to ``n`` tokens greedily with ``llama``, timing the prompt and the rest.
 
-    The host calls the draft model once before every forward pass after the
-    prompt's, so passes are 1 + draft calls; every token past the first of a
-    pass was an accepted draft.
+    ``llama`` is any ``Llama``: one :func:`load_llama` made drafts through
+    ngramdraft's loop, a plain one through the host's; both keep what the
+    model's state shares with the prompt, as a server does. Generation stops
+    at ``n`` tokens or an end-of-generation token. A draft model is called once
+    before every forward pass after the prompt's, so passes are 1 + draft
+    calls, and every token past the first of a pass was an accepted draft.
     """
     counter = _CountingDraft(draft_model) if draft_model is not None else None
     llama.draft_model = counter
-    llama.reset()
-    tokens = []
+    tokens: list[int] = []
     t0 = time.perf_counter()
-    for token in llama.generate(list(prompt_tokens), temp=0.0, top_k=1, repeat_penalty=1.0):
-        tokens.append(token)
-        if len(tokens) >= n or token == llama.token_eos():
-            break
-    seconds = time.perf_counter() - t0
-    llama.draft_model = draft_model
-    calls = counter.n_calls if counter else len(tokens) - 1
+    t_first = t0
+    try:
+        for token in llama.generate(list(prompt_tokens), temp=0.0, repeat_penalty=1.0):
+            if not tokens:
+                t_first = time.perf_counter()
+            tokens.append(token)
+            if len(tokens) >= n or _llama_cpp().llama_vocab_is_eog(llama._model.vocab, token):
+                break
+    finally:
+        llama.draft_model = draft_model
+    t_end = time.perf_counter()
+    calls = len(counter.lengths) if counter else len(tokens) - 1
     text = llama.detokenize(tokens).decode("utf-8", errors="replace")
     return Generation(
         tokens=tokens,
         text=text,
-        seconds=seconds,
+        prompt_seconds=t_first - t0,
+        decode_seconds=t_end - t_first,
         passes=1 + calls,
-        drafted=counter.n_drafted if counter else 0,
+        drafted=sum(counter.lengths) if counter else 0,
         accepted=len(tokens) - 1 - calls,
+        draft_lengths=counter.lengths if counter else [0] * calls,
     )
 
 
 class _CountingDraft:
-    """Counts the host's draft calls and drafted tokens of any draft model."""
+    """Records the length of every draft of any draft model, as the model is given it."""
 
     def __init__(self, inner: Any) -> None:
         self.inner = inner
-        self.n_calls = 0
-        self.n_drafted = 0
+        self.lengths: list[int] = []
 
     def __call__(self, input_ids: Any, /, **kwargs: Any) -> Any:
         draft = self.inner(input_ids, **kwargs)
-        self.n_calls += 1
-        self.n_drafted += len(draft)
+        self.lengths.append(len(draft))
         return draft

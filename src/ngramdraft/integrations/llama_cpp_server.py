@@ -2,8 +2,11 @@
 
 ``llama_cpp.server`` builds its model from settings that can name only its
 own prompt-lookup draft model. :func:`create_app` lets it build the app and
-load the model as usual, with ``logits_all`` set (which drafting needs), and
-then gives the loaded model an :class:`NgramDraftModel`. The server handles
+load the model as usual, then makes the loaded ``Llama`` a
+:func:`DraftingLlama <ngramdraft.integrations.llama_cpp.drafting_llama>` (its
+class, not a copy: the subclass adds no state) with an
+:class:`NgramDraftModel`, so that drafts are verified by ngramdraft's own
+loop and a prompt costs what it costs without drafting. The server handles
 one request at a time (its own lock), so one drafter serves every request:
 a request whose prompt does not extend the previous sequence finishes that
 sequence into the dynamic cache, which is saved to ``--dynamic`` if given.
@@ -37,7 +40,7 @@ from typing import Any
 from ..errors import NgramdraftWarning
 from ..files.kinds import check_gguf
 from ..optional import require
-from .llama_cpp import NgramDraftModel
+from .llama_cpp import NgramDraftModel, drafting_llama
 
 log = logging.getLogger("ngramdraft.server")
 
@@ -193,7 +196,7 @@ def create_app(
     settings = require("llama_cpp.server.settings", "server", "ngramdraft serve")
     types = require("llama_cpp.server.types", "server", "ngramdraft serve")
     path = check_gguf(model_path)
-    model = settings.ModelSettings(model=str(path), logits_all=True, **model_settings)
+    model = settings.ModelSettings(model=str(path), **model_settings)
     server = settings.ServerSettings(
         host=host, port=port, api_key=api_key, interrupt_requests=False
     )
@@ -201,6 +204,7 @@ def create_app(
     llama = server_app._llama_proxy()  # the model create_app just loaded (the only one)
     if isinstance(draft_model, NgramDraftModel):
         draft_model.check_model(llama)
+    llama.__class__ = drafting_llama()
     llama.draft_model = draft_model
 
     def stats() -> dict[str, float]:

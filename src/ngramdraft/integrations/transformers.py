@@ -21,6 +21,7 @@ import numpy as np
 from ..drafting.drafter import Drafter
 from ..errors import InvalidParameterError
 from ..optional import require
+from .passes import PassClock, engine_drafter
 
 _candidates = require(
     "transformers.generation.candidate_generator", "transformers", "transformers drafting"
@@ -45,16 +46,23 @@ class NgramCandidateGenerator(_GENERATOR):
         self.eos = set() if eos is None else {int(t) for t in eos.reshape(-1).tolist()}
         self.n_calls = 0
         self.n_drafted = 0
+        self._seen: int | None = None  # tokens at the last call (None: none yet)
+        self._clock = PassClock()
 
     def get_candidates(self, input_ids: Any, **kwargs: Any) -> tuple[Any, None]:
-        self.drafter.sync(input_ids[0].cpu().numpy())
-        draft = self.drafter.draft()[: max(0, self.max_length - input_ids.shape[1] - 1)]
+        n = input_ids.shape[1]
+        new = None if self._seen is None else n - self._seen
+        if self.drafter.sync(input_ids[0].cpu().numpy()):
+            self._clock.called(self.drafter, new)
+        draft = self.drafter.draft()[: max(0, self.max_length - n - 1)]
         for i, token in enumerate(draft.tolist()):
             if token in self.eos:
                 draft = draft[:i]
                 break
         self.n_calls += 1
         self.n_drafted += len(draft)
+        self._seen = n
+        self._clock.returned(len(draft))
         if len(draft) == 0:
             return input_ids, None
         extra = torch.from_numpy(draft.astype(np.int64)).to(input_ids.device)[None]
@@ -69,7 +77,9 @@ class NgramDraft:
 
     Parameters are :class:`~ngramdraft.Drafter`'s (``static``, ``dynamic``,
     ``n_draft``, ``ngram_min``, ``ngram_max``, ``tokenizer``, ``policy``,
-    ``rules``). Each
+    ``rules``), with an engine's defaults for the rule set
+    (:mod:`~ngramdraft.integrations.passes`: the suffix rules draft up to 32
+    tokens and learn what the model's passes cost). Each
     ``generate`` call is one sequence; when it returns, the sequence is merged
     into the dynamic cache (and a dynamic path is saved), so later calls learn
     from earlier ones. ``last`` is the candidate generator of the latest call
@@ -77,9 +87,14 @@ class NgramDraft:
     """
 
     def __init__(
-        self, static: Any = None, dynamic: Any = None, n_draft: int = 8, *args: Any, **kwargs: Any
+        self,
+        static: Any = None,
+        dynamic: Any = None,
+        n_draft: int | None = None,
+        *args: Any,
+        **kwargs: Any,
     ) -> None:
-        self.drafter = Drafter(static, dynamic, n_draft, *args, **kwargs)
+        self.drafter = engine_drafter(static, dynamic, n_draft, *args, **kwargs)
         self.last: NgramCandidateGenerator | None = None
 
     def __call__(

@@ -1,10 +1,12 @@
-"""SuffixDecoding (arctic-inference, vLLM's ``suffix`` method), built for a CPU from its sdist.
+"""Peers that need building here: SuffixDecoding (arctic-inference, vLLM's ``suffix`` method).
 
 The package as a whole needs CUDA; its ``csrc/suffix_decoding`` module (a
 suffix tree in C++ behind nanobind) and the Python ``SuffixDecodingCache``
-over it need only a C++ compiler. ``load()`` downloads the sdist once
-(``benchmarks/.data/arctic``), builds ``_C`` with CMake and nanobind, and
-imports ``arctic_inference.suffix_decoding`` from there, unchanged.
+over it need only a C++ compiler. :func:`suffix_decoding` downloads the
+sdist once (``benchmarks/.data/arctic``), builds ``_C`` with CMake and
+nanobind, and imports ``arctic_inference.suffix_decoding`` from there,
+unchanged. Nothing of it is committed: it is built on the machine that
+measures.
 """
 
 import importlib
@@ -13,10 +15,11 @@ import subprocess
 import sys
 import tarfile
 import urllib.request
-from pathlib import Path
+
+from . import corpora
 
 VERSION = "0.3.0"
-ROOT = Path(__file__).resolve().parent / ".data" / "arctic"
+ROOT = corpora.DATA / "arctic"
 INDEX = "https://pypi.org/simple/arctic-inference/"
 
 
@@ -31,7 +34,7 @@ def _sdist():
     return path
 
 
-def load():
+def suffix_decoding():
     """arctic_inference.suffix_decoding, built here on first use."""
     src = ROOT / f"arctic_inference-{VERSION}"
     package = src / "arctic_inference" / "suffix_decoding"

@@ -10,15 +10,14 @@ path order, one package after another in turn (so every package takes part
 in a short run), until ``n`` output tokens are reached.
 """
 
-import difflib
 import itertools
 import subprocess
 import sys
 import tarfile
-from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-SDISTS = HERE / ".data" / "sdists"
+from . import corpora
+
+SDISTS = corpora.DATA / "sdists"
 MAX_TOKENS = 6000
 PIP_DOWNLOAD = (sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary", ":all:")
 # Well-known pure-Python packages, consecutive releases that changed code.
@@ -68,7 +67,7 @@ def pairs():
                 yield name, old, new, inner, before[inner], after[inner]
 
 
-def _in_turn():
+def in_turn():
     """pairs(), one package's next file after another's."""
     queues = {}
     for pair in pairs():
@@ -80,7 +79,7 @@ def _in_turn():
 def requests(n, encode):
     """(prompt, output) token lists of real edits, about n output tokens in all."""
     out, total = [], 0
-    for name, old, new, inner, a, b in _in_turn():
+    for name, old, new, inner, a, b in in_turn():
         if total >= n:
             break
         prompt_text = (
@@ -93,15 +92,3 @@ def requests(n, encode):
         out.append((prompt, output))
         total += len(output)
     return out
-
-
-def describe():
-    """One line per changed file: its lines changed (for the README's account of the data)."""
-    for name, old, new, inner, a, b in pairs():
-        diff = difflib.unified_diff(a.splitlines(), b.splitlines(), n=0)
-        changed = sum(1 for line in diff if line[:1] in "+-") - 2
-        print(f"{name} {old}->{new} {inner}: {changed} lines changed")
-
-
-if __name__ == "__main__":
-    describe()

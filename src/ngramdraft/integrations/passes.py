@@ -1,0 +1,66 @@
+"""What the engine adapters share: their drafter's defaults, and timing the engine's passes.
+
+An engine calls its draft model once before every forward pass, so the
+time from one call's return to the next call is one verification pass of
+the last draft (plus the host's own work around it: sampling, streaming),
+which is what that draft cost the user. :class:`PassClock` tells the
+drafter so (``Drafter.observe_pass``), for a policy that learns the engine's
+costs; a call that brings more new tokens than one pass can (a new turn of a
+conversation, a prompt) is not a pass and is not timed.
+
+By default (:func:`engine_drafter`) llama.cpp's rules draft as llama.cpp does
+(8 tokens, no policy: bit for bit), and the suffix rules draft up to 32
+tokens and submit what the engine's measured costs make worth it
+(``CostAwareLength()``, learning them from the clock).
+"""
+
+import time
+from typing import Any
+
+from ..drafting.drafter import Drafter
+from ..drafting.policy import CostAwareLength, Policy
+
+AUTO: Any = object()  # the rule set's own policy (auto_policy)
+N_DRAFT = {"llamacpp": 8, "suffix": 32}  # each rule set's default n_draft in an engine
+
+
+def auto_policy(rules: str) -> Policy | None:
+    """The policy an engine adapter drafts with unless told otherwise: none for llama.cpp's
+    rules (bit for bit), ``CostAwareLength()`` learning the engine's costs for the suffix rules.
+    """
+    return CostAwareLength() if rules == "suffix" else None
+
+
+def engine_drafter(
+    static: Any = None,
+    dynamic: Any = None,
+    n_draft: int | None = None,
+    *args: Any,
+    policy: Any = AUTO,
+    **kwargs: Any,
+) -> Drafter:
+    """A Drafter with an engine adapter's defaults for its rule set (``N_DRAFT``, ``AUTO``)."""
+    rules = kwargs.get("rules", "llamacpp")
+    if n_draft is None:
+        n_draft = N_DRAFT.get(rules, 8)
+    if policy is AUTO:
+        policy = auto_policy(rules)
+    return Drafter(static, dynamic, n_draft, *args, policy=policy, **kwargs)
+
+
+class PassClock:
+    """Times the engine's passes between a draft model's calls (see the module's doc)."""
+
+    def __init__(self) -> None:
+        self._drafted = 0
+        self._returned = 0.0
+
+    def called(self, drafter: Drafter, new: int | None) -> None:
+        """A call began, ``new`` tokens past the last one's (None: a new sequence)."""
+        if new is not None and 1 <= new <= self._drafted + 1:  # one pass since, nothing else
+            drafter.observe_pass(self._drafted + 1, time.perf_counter() - self._returned)
+
+    def returned(self, drafted: int) -> None:
+        """The call returns a draft of ``drafted`` tokens."""
+        self._drafted = drafted
+        self._returned = time.perf_counter()
