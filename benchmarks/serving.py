@@ -304,6 +304,8 @@ def _threads():
 
 
 def child(spec):
+    if spec["kind"] in VLLM_KINDS:
+        return harness.fresh(__file__, spec, python=harness.vllm_python(), env=harness.vllm_env())
     return harness.fresh(__file__, spec)
 
 

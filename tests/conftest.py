@@ -15,6 +15,26 @@ REPO = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("NGRAMDRAFT_SHARED", REPO.parent / "shared"))
 PARITY = SHARED / "parity"
 
+# vLLM pins numba and numpy below what the rest is tested with: it lives in a
+# virtual environment of its own, which the README's test command makes.
+VLLM_PYTHON = Path(
+    os.environ.get("NGRAMDRAFT_VLLM_PYTHON", REPO / ".venvs" / "vllm" / "bin" / "python")
+)
+
+
+@pytest.fixture(scope="session")
+def vllm_python():
+    """The interpreter of the vLLM environment (skips where there is none)."""
+    import subprocess
+
+    if not VLLM_PYTHON.exists():
+        pytest.skip(f"no vLLM environment at {VLLM_PYTHON} (the README's test command makes it)")
+    done = subprocess.run([str(VLLM_PYTHON), "-c", "import vllm"], capture_output=True, text=True)
+    if done.returncode:
+        pytest.skip(f"{VLLM_PYTHON} cannot import vllm: {done.stderr.strip()[-300:]}")
+    return str(VLLM_PYTHON)
+
+
 needs_shared = pytest.mark.skipif(
     not PARITY.is_dir() and not os.environ.get("CI"),
     reason="../shared/parity is not present (set NGRAMDRAFT_SHARED)",

@@ -29,6 +29,8 @@ from ngramdraft.build.suffixes import build_suffixes  # noqa: E402
 from ngramdraft.errors import CorpusError  # noqa: E402
 from ngramdraft.kernels.triples import INT32_MAX  # noqa: E402
 
+pytestmark = pytest.mark.cluster
+
 BOOKS = sorted(glob.glob("data/gutenberg/*.txt"))
 
 

@@ -9,10 +9,12 @@ Each mutated file goes through every entry point that takes a cache file
 ``merge-static``, ``merge-dynamic``, ``convert`` both ways: see
 ``fuzzcases.exercise``). Every case ends in a named error or in drafting that
 hands out only token ids the file allows: never a signal, a hang, a generic
-exception or an out-of-range token. The default run tries 7,500 cases (about
-a minute); ``pytest -m fuzz`` tries 40,000 (8,000 of each kind).
+exception or an out-of-range token. The suite tries 7,500 cases (about a
+minute); ``NGRAMDRAFT_FUZZ_LONG=1 pytest -m fuzz`` tries 40,000 more (8,000 of
+each kind).
 """
 
+import os
 import subprocess
 import sys
 import threading
@@ -104,12 +106,14 @@ def _check(outcomes, n_per_kind):
     assert not failures, "\n".join(failures[:20])
 
 
+@pytest.mark.fuzz
 def test_fuzz(bases):
     n = 1500
     _check(run_cases(bases, n), n)
 
 
 @pytest.mark.fuzz
+@pytest.mark.skipif(not os.environ.get("NGRAMDRAFT_FUZZ_LONG"), reason="NGRAMDRAFT_FUZZ_LONG=1")
 def test_fuzz_long(bases):
     n = 8000
     _check(run_cases(bases, n), n)

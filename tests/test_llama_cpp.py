@@ -33,6 +33,8 @@ from ngramdraft.integrations.llama_cpp import (  # noqa: E402
 from ngramdraft.tokenizers.gguf import GGUFTokenizer  # noqa: E402
 from random_gguf import TINY, write_random_gguf  # noqa: E402
 
+pytestmark = pytest.mark.engine
+
 N = 640  # generated tokens: with the prompt, past the default n_batch of 512
 PROMPT = b"the old man and the sea, and the man who was old; the sea was old"
 
@@ -170,9 +172,10 @@ def test_the_hosts_completion_api_drafts_through_ngramdrafts_loop(tiny_gguf):
     assert draft.stats.accepted > 0  # the greedy output repeats itself; the sampled one less
     chunks = ours.create_completion(text, max_tokens=100, temperature=0.0, stream=True)
     streamed = "".join(c["choices"][0]["text"] for c in chunks)
-    assert streamed == plain.create_completion(text, max_tokens=100, temperature=0.0)[
-        "choices"
-    ][0]["text"]
+    assert (
+        streamed
+        == plain.create_completion(text, max_tokens=100, temperature=0.0)["choices"][0]["text"]
+    )
 
 
 def test_a_longer_prompt_reuses_the_model_state_and_stays_lossless(tiny_gguf, prompt, reference):

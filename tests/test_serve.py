@@ -27,6 +27,8 @@ pytest.importorskip("uvicorn")
 from ngramdraft import NgramCache, RequestMemory
 from ngramdraft.integrations.llama_cpp import load_llama
 
+pytestmark = pytest.mark.engine
+
 PROMPTS = ["the old man and the sea, and the man who was old", "a good book of the sea"]
 
 

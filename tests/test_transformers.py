@@ -15,6 +15,8 @@ from ngramdraft import StaticCache, SuffixCorpus  # noqa: E402
 from ngramdraft.errors import InvalidParameterError, VocabularyError  # noqa: E402
 from ngramdraft.integrations.transformers import NgramCandidateGenerator, NgramDraft  # noqa: E402
 
+pytestmark = pytest.mark.engine
+
 N = 600
 
 

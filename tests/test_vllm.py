@@ -1,8 +1,9 @@
 """ngramdraft as vLLM's proposer: lossless greedy output on vLLM itself, and row following.
 
-The engine tests start vLLM (the CPU build) in a subprocess on a tiny random
-LlamaForCausalLM written here, once without drafting and once with
-NgramProposer, and compare the tokens. The simulation tests drive the
+The engine tests start vLLM (the CPU build, in its own environment: it pins
+numba and numpy) in a subprocess on a tiny random LlamaForCausalLM written
+here, once without drafting and once with NgramProposer, and compare the
+tokens. The simulation tests drive the
 proposer as vLLM's runner does, packing rows as requests end, and compare
 every draft with one Drafter per request.
 """
@@ -10,7 +11,7 @@ every draft with one Drafter per request.
 import json
 import os
 import subprocess
-import sys
+from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -77,9 +78,8 @@ def _tiny_model(path):
 
 
 @pytest.fixture(scope="module")
-def engine_runs(tmp_path_factory):
+def engine_runs(tmp_path_factory, vllm_python):
     """(without drafting, with NgramProposer and a dynamic file, the dynamic file's path)."""
-    pytest.importorskip("vllm")
     root = tmp_path_factory.mktemp("vllm")
     _tiny_model(root / "model")
     (root / "tmp").mkdir()
@@ -90,6 +90,8 @@ def engine_runs(tmp_path_factory):
         "TMPDIR": str(root / "tmp"),
         "VLLM_CACHE_ROOT": str(root / "cache"),
         "NGRAMDRAFT_DYNAMIC": str(root / "requests.ngd"),
+        # vLLM's numba is another version: a cache of its own, not this one's recompiled.
+        "NUMBA_CACHE_DIR": str(Path(vllm_python).parents[1] / "numba-cache"),
     }
     runs = []
     proposer = "ngramdraft.integrations.vllm.NgramProposer"
@@ -100,7 +102,7 @@ def engine_runs(tmp_path_factory):
     corpus = np.random.default_rng(1).integers(3, VOCAB, 20_000)
     suffix_env["NGRAMDRAFT_STATIC"] = str(SuffixCorpus.build(corpus, root / "corpus.ngd").path)
     for method, run_env in (("none", env), (proposer, env), (proposer, suffix_env)):
-        args = [sys.executable, "-c", ENGINE, str(root / "model"), method, str(N_REQUESTS)]
+        args = [vllm_python, "-c", ENGINE, str(root / "model"), method, str(N_REQUESTS)]
         done = subprocess.run(args, env=run_env, capture_output=True, text=True, timeout=600)
         lines = [x for x in done.stdout.splitlines() if x.startswith("RESULT ")]
         assert done.returncode == 0 and lines, done.stderr[-3000:]
@@ -108,6 +110,7 @@ def engine_runs(tmp_path_factory):
     return runs[0], runs[1], root / "requests.ngd", runs[2]
 
 
+@pytest.mark.engine
 @pytest.mark.parametrize("rules", ["llamacpp", "suffix"])
 def test_greedy_output_is_identical_with_the_proposer(engine_runs, rules):
     plain, drafted, _, suffix = engine_runs
@@ -119,6 +122,7 @@ def test_greedy_output_is_identical_with_the_proposer(engine_runs, rules):
     assert stats["started"] == N_REQUESTS  # each request followed once, packing and all
 
 
+@pytest.mark.engine
 def test_finished_requests_reach_the_suffix_rules_requests_file(engine_runs):
     _, _, path, suffix = engine_runs
     held = RequestMemory.load(path.with_name("requests-suffix.ngd")).index.tokens.tolist()
@@ -137,6 +141,7 @@ def test_finished_requests_reach_the_suffix_rules_requests_file(engine_runs):
         assert any(held[: len(e)] == e for held in sequences)
 
 
+@pytest.mark.engine
 def test_finished_requests_reach_the_dynamic_file(engine_runs):
     _, drafted, path, _ = engine_runs
     cache = NgramCache.load(path)  # the last requests were finished at exit

@@ -17,11 +17,14 @@ import json
 import lzma
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ngramdraft import StaticCache, SuffixCorpus, UnsupportedVersionError
-from ngramdraft.cli import main as cli
+from ngramdraft import UnsupportedVersionError
+
+if TYPE_CHECKING:  # imported where used: a vLLM worker imports this module before its engine
+    from ngramdraft import StaticCache, SuffixCorpus
 
 REPO = Path(__file__).resolve().parents[2]
 SHARED = Path(os.environ.get("NGRAMDRAFT_SHARED", REPO.parent / "shared"))
@@ -52,6 +55,8 @@ def _text(max_bytes: int) -> Path:
 
 def _tokens_of(text: Path, out: Path) -> np.ndarray:
     if not out.exists():
+        from ngramdraft.cli import main as cli
+
         status = cli(["tokenize", str(text), "--tokenizer", TOKENIZER, "-o", str(out), "-q"])
         if status:
             raise RuntimeError(f"ngramdraft tokenize {text} failed ({status})")
@@ -85,8 +90,10 @@ def _name(kind: str, mb: int) -> Path:
     return DATA / (f"{kind}-{mb}MB-text.ngd" if SMOKE else f"{kind}-{mb}M.ngd")
 
 
-def static_cache(mb: int) -> StaticCache:
+def static_cache(mb: int) -> "StaticCache":
     """The static cache of the mb-MB prefix, built once."""
+    from ngramdraft import StaticCache
+
     path = _name("static", mb)
     try:
         return StaticCache.open(path)
@@ -96,8 +103,10 @@ def static_cache(mb: int) -> StaticCache:
         )
 
 
-def suffix_corpus(mb: int) -> SuffixCorpus:
+def suffix_corpus(mb: int) -> "SuffixCorpus":
     """The suffix file of the mb-MB prefix, built once."""
+    from ngramdraft import SuffixCorpus
+
     path = _name("suffix", mb)
     try:
         return SuffixCorpus.open(path)
@@ -133,8 +142,10 @@ def summary() -> dict:
     return json.loads((PARITY / "summary.json").read_text())
 
 
-def parity_static() -> StaticCache:
-    """The 25 MB parity corpus's static cache (what smoke runs draft with)."""
+def parity_static() -> "StaticCache":
+    """The 25 MB parity corpus's static cache."""
+    from ngramdraft import StaticCache
+
     path = DATA / "static-parity25M.ngd"
     try:
         return StaticCache.open(path)

@@ -40,8 +40,27 @@ RESULTS = BENCHMARKS / "results"
 SMOKE_RESULTS = Path(os.environ.get("NGRAMDRAFT_SMOKE_RESULTS", BENCHMARKS / ".data" / "smoke"))
 
 
+_MARK = "RESULT "  # what starts a worker's result line
+
+
 class WorkerFailed(RuntimeError):
     """A measurement's process failed; the message holds what it printed on stderr."""
+
+
+def vllm_python() -> Path:
+    """The interpreter of vLLM's environment (the README's test command makes it): vLLM pins
+    numba and numpy below what ngramdraft is measured with, so it lives apart."""
+    default = REPO / ".venvs" / "vllm" / "bin" / "python"
+    path = Path(os.environ.get("NGRAMDRAFT_VLLM_PYTHON", default))
+    if not path.exists():
+        raise SystemExit(f"no vLLM environment at {path}: run the README's test command first")
+    return path
+
+
+def vllm_env() -> dict[str, str]:
+    """What a process of vLLM's environment runs with: numba's cache of its own (its numba
+    is another version, which would recompile over this environment's cache)."""
+    return {"NUMBA_CACHE_DIR": str(vllm_python().parents[1] / "numba-cache")}
 
 
 def parser(description: str, *, rounds: int = 3) -> argparse.ArgumentParser:
@@ -56,13 +75,20 @@ def parser(description: str, *, rounds: int = 3) -> argparse.ArgumentParser:
     return p
 
 
-def fresh(script: str | Path, spec: dict[str, Any], *, env: dict[str, str] | None = None) -> Any:
-    """Run ``script --worker SPEC`` in a new process; the JSON of its last stdout line.
+def fresh(
+    script: str | Path,
+    spec: dict[str, Any],
+    *,
+    env: dict[str, str] | None = None,
+    python: str | Path | None = None,
+) -> Any:
+    """Run ``script --worker SPEC`` in a new process; the JSON of its result line.
 
-    A worker that fails raises WorkerFailed with the end of its stderr: the
+    ``python`` is another interpreter to run it with (vLLM's environment). A
+    worker that fails raises WorkerFailed with the end of its stderr: the
     traceback is the error, not "exit status 1".
     """
-    command = [sys.executable, str(script), "--worker", json.dumps(spec)]
+    command = [str(python or sys.executable), str(script), "--worker", json.dumps(spec)]
     done = subprocess.run(
         command, capture_output=True, text=True, env=None if env is None else {**os.environ, **env}
     )
@@ -71,17 +97,18 @@ def fresh(script: str | Path, spec: dict[str, Any], *, env: dict[str, str] | Non
         raise WorkerFailed(
             f"{Path(script).name} worker {json.dumps(spec)} exited with {done.returncode}:\n{tail}"
         )
-    lines = done.stdout.strip().splitlines()
+    lines = [line for line in done.stdout.splitlines() if line.startswith(_MARK)]
     if not lines:
-        raise WorkerFailed(f"{Path(script).name} worker {json.dumps(spec)} printed nothing")
-    return json.loads(lines[-1])
+        raise WorkerFailed(f"{Path(script).name} worker {json.dumps(spec)} printed no result")
+    return json.loads(lines[-1][len(_MARK) :])
 
 
 def worker_main(args: argparse.Namespace, work: Callable[[dict[str, Any]], Any]) -> bool:
     """In a worker process (``--worker SPEC``): run ``work(spec)``, print its JSON; True."""
     if not args.worker:
         return False
-    print(json.dumps(work(json.loads(args.worker))))
+    # Marked: an engine may print on stdout too, even after this line (at its exit).
+    print(_MARK + json.dumps(work(json.loads(args.worker))), flush=True)
     return True
 
 

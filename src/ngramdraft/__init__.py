@@ -9,16 +9,10 @@ draft), ``build`` (corpora into static files), ``caches`` (the three roles),
 ``cli``.
 """
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from ._version import __version__
-from .caches.base import Cache
-from .caches.corpus import SuffixCorpus
-from .caches.ngram import NgramCache
-from .caches.requests import RequestMemory
-from .caches.static import StaticCache
-from .drafting.batch import BatchDrafter
-from .drafting.drafter import Drafter
-from .drafting.policy import AdaptiveLength, CostAwareLength, Learns, Policy
-from .drafting.replay import ReplayResult, replay
 from .errors import (
     CacheFileError,
     ChecksumError,
@@ -46,6 +40,52 @@ from .errors import (
     WrongFileKindError,
 )
 from .files.models import fetch_model
+
+# The public names that live in modules with kernels, each imported at its first use: a
+# process that only imports ngramdraft (a vLLM worker before its engine starts, a
+# command's --help) loads no numba, which takes a third of a second.
+_LAZY = {
+    "Cache": "caches.base",
+    "SuffixCorpus": "caches.corpus",
+    "NgramCache": "caches.ngram",
+    "RequestMemory": "caches.requests",
+    "StaticCache": "caches.static",
+    "BatchDrafter": "drafting.batch",
+    "Drafter": "drafting.drafter",
+    "AdaptiveLength": "drafting.policy",
+    "CostAwareLength": "drafting.policy",
+    "Learns": "drafting.policy",
+    "Policy": "drafting.policy",
+    "ReplayResult": "drafting.replay",
+    "replay": "drafting.replay",
+    "fetch_model": "files.models",
+}
+
+if TYPE_CHECKING:
+    from .caches.base import Cache
+    from .caches.corpus import SuffixCorpus
+    from .caches.ngram import NgramCache
+    from .caches.requests import RequestMemory
+    from .caches.static import StaticCache
+    from .drafting.batch import BatchDrafter
+    from .drafting.drafter import Drafter
+    from .drafting.policy import AdaptiveLength, CostAwareLength, Learns, Policy
+    from .drafting.replay import ReplayResult, replay
+    from .files.models import fetch_model
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'ngramdraft' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value  # found directly from now on
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
+
 
 __all__ = [
     "AdaptiveLength",

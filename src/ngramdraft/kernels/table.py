@@ -94,7 +94,8 @@ def new_table(slots: int = 16, pool: int = 64) -> Table:
         tok=np.zeros(pool, dtype=np.int32),
         cnt=np.zeros(pool, dtype=np.int32),
         meta=np.zeros(4, dtype=np.int64),
-        marks=np.zeros(_mark_words(slots), dtype=np.uint64),
+        # From Python, the function itself: loading a kernel to divide costs a process 50 ms.
+        marks=np.zeros(_mark_words.py_func(slots), dtype=np.uint64),
     )
 
 
