@@ -1,7 +1,7 @@
 """The corpus constants of the suffix rules, measured: teacher-forced on held-out prose.
 
 For each (shortest match, fewest occurrences, least share) of the corpus
-search (``rules/suffix.py``: ``CORPUS_MIN_MATCH``, ``CORPUS_MIN_COUNT``,
+search (``rulesets/suffix/step.py``: ``CORPUS_MIN_MATCH``, ``CORPUS_MIN_COUNT``,
 ``CORPUS_MIN_SHARE``), a ``Drafter(rules="suffix", static=...)`` over the
 541 MB Gutenberg training text's suffix file drafts held-out Gutenberg text
 (the parity test stream, which e2e.py's open-ended workload reads):

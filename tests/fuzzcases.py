@@ -33,10 +33,9 @@ from hostile.mutations import forge, rehash, section
 from ngramdraft import Drafter, NgramCache, NgramdraftError, RequestMemory, StaticCache, replay
 from ngramdraft.build.corpus import Corpus
 from ngramdraft.build.suffixes import build_suffixes
-from ngramdraft.caches.corpus import SuffixCorpus
+from ngramdraft.caches.suffix_corpus import SuffixCorpus
 from ngramdraft.cli import main as cli_main
-from ngramdraft.drafting.replay import replay_suffix
-from ngramdraft.files.ngd import KIND_REQUESTS, KIND_SUFFIX, SECTIONS, SECTIONS_OF, SLOTS
+from ngramdraft.files.ngd.header import KIND_REQUESTS, KIND_SUFFIX, SECTIONS, SECTIONS_OF, SLOTS
 
 KINDS = {
     "static": "static.ngd",
@@ -235,7 +234,7 @@ def _exercise_suffix(path, stream, out, step, named, cli):
     step(lambda: corpus.verify(deep=True))
     step(lambda: _drafts(Drafter(rules="suffix", static=corpus), stream, top))
     step(lambda: _drafts(Drafter(rules="suffix", static=path, n_draft=32), stream, top))
-    step(lambda: replay_suffix(stream[:600], 128, 8, corpus))
+    step(lambda: replay(stream[:600], 128, 8, corpus, rules="suffix"))
     step(lambda: cli("replay", str(out / "t.npy"), "--rules", "suffix", "--static", str(path)))
     step(lambda: cli("inspect", str(path), "--verify"))
     step(lambda: cli("inspect", str(path), "--json"))
@@ -258,7 +257,7 @@ def _exercise_requests(path, stream, out, step, named, cli):
     top = max(memory.max_token, int(stream.max()))
     step(lambda: _drafts(Drafter(rules="suffix", dynamic=memory), stream, top))
     step(lambda: _drafts(Drafter(rules="suffix", dynamic=copy), stream, top))  # saves to it
-    step(lambda: replay_suffix(stream[:600], 128, 8, None, copy))
+    step(lambda: replay(stream[:600], 128, 8, None, copy, rules="suffix"))
     step(lambda: cli("inspect", str(path), "--verify"))
     step(lambda: cli("replay", str(out / "t.npy"), "--rules", "suffix", "--dynamic", str(copy)))
     step(lambda: StaticCache.open(path))

@@ -6,7 +6,17 @@ MAX_CHAIN per n-gram size, which the tests' streams ensure).
 """
 
 from ngramdraft.caches.positions import MAX_MATCH
-from ngramdraft.rules import suffix as R
+from ngramdraft.rulesets.suffix.state import SUBSTITUTIONS
+from ngramdraft.rulesets.suffix.step import (
+    GATED_MATCH,
+    MIN_MATCH_DEFAULT,
+    OVERRIDE_MATCH,
+    PROVEN,
+    RELIABLE,
+    RESYNC_MISSES,
+    WINDOW,
+)
+from ngramdraft.rulesets.suffix.substitutions import RECUR, SPAN
 
 
 def longest(text, limit, pattern, near):
@@ -30,7 +40,7 @@ def longest(text, limit, pattern, near):
 def near_match(text, limit, pattern, center):
     """The longest match of pattern's suffix ending within WINDOW of center, nearest first."""
     best, best_len = -1, 0
-    for step in range(2 * R.WINDOW + 1):
+    for step in range(2 * WINDOW + 1):
         j = center + (step + 1) // 2 if step % 2 else center - step // 2
         if not 0 <= j < limit:
             continue
@@ -45,7 +55,7 @@ def near_match(text, limit, pattern, center):
 class Reference:
     """One sequence, drafted by the suffix rules; ``memory`` is the earlier requests' tokens."""
 
-    def __init__(self, n_draft, min_match=R.MIN_MATCH_DEFAULT, memory=()):
+    def __init__(self, n_draft, min_match=MIN_MATCH_DEFAULT, memory=()):
         self.k, self.min_match, self.mem = n_draft, min_match, list(memory)
         self.seq = []
         self.src = None  # "seq" or "mem"
@@ -56,7 +66,7 @@ class Reference:
     def restart(self):
         self.div = None  # (source position, sequence position) where a copy diverged
         self.emitting = None  # (entry, tokens of its new span written)
-        self.table = [[0, 0, 0, 0, 0] for _ in range(R.SUBSTITUTIONS)]  # R.OLD_AT .. R.SEEN
+        self.table = [[0, 0, 0, 0, 0] for _ in range(SUBSTITUTIONS)]  # OLD_AT .. SEEN
 
     def text(self, src):
         return self.seq if src == "seq" else self.mem
@@ -79,8 +89,13 @@ class Reference:
         elif length > 0:
             where = "seq"
         jumpable = where is not None and length >= self.min_match
-        proven = self.agreed >= R.PROVEN or (self.agreed > 0 and not jumpable)
-        if self.src is not None and proven and self.misses <= R.RESYNC_MISSES and length < R.TRUST:
+        proven = self.agreed >= PROVEN or (self.agreed > 0 and not jumpable)
+        if (
+            self.src is not None
+            and proven
+            and self.misses <= RESYNC_MISSES
+            and length < OVERRIDE_MATCH
+        ):
             text = self.text(self.src)
             limit = n - 1 if self.src == "seq" else len(self.mem) - 1
             e, m = near_match(text, limit, self.seq, self.pointer - 1)
@@ -88,7 +103,7 @@ class Reference:
         elif jumpable:
             start = j + 1
             if where != self.src or start != self.pointer:
-                if length < R.LONG and self.landed + 1 < R.RELIABLE * (self.jumps + 2):
+                if length < GATED_MATCH and self.landed + 1 < RELIABLE * (self.jumps + 2):
                     return []
                 self.src, self.agreed, self.misses, self.fresh = where, 0, 0, True
         else:
@@ -122,7 +137,7 @@ class Reference:
         if emitting is None:
             for e, (old_at, old_len, _, new_len, seen) in enumerate(self.table):
                 old = self.seq[old_at : old_at + old_len]
-                if seen >= R.RECUR and p + old_len < n and self.seq[p : p + old_len] == old:
+                if seen >= RECUR and p + old_len < n and self.seq[p : p + old_len] == old:
                     p += old_len
                     emitting = (e, 0) if new_len else None
                     break
@@ -134,19 +149,19 @@ class Reference:
 
     def learn(self, start):
         (p0, o0), n = self.div, len(self.seq)
-        if n - o0 > R.SPAN + self.k + 1:
+        if n - o0 > SPAN + self.k + 1:
             self.div = None
             return
         back, seq = 0, self.seq
         while back < n - o0 and back < start and seq[start - 1 - back] == seq[n - 1 - back]:
             back += 1
         if back == 0:
-            if n - o0 > R.SPAN:
+            if n - o0 > SPAN:
                 self.div = None
             return
         self.div = None
         old_len, new_len = start - back - p0, n - back - o0
-        if not (1 <= old_len <= R.SPAN and 0 <= new_len <= R.SPAN):
+        if not (1 <= old_len <= SPAN and 0 <= new_len <= SPAN):
             return
         old, new = self.seq[p0 : p0 + old_len], self.seq[o0 : o0 + new_len]
         for entry in self.table:
@@ -154,7 +169,7 @@ class Reference:
             if (m, k) == (old_len, new_len) and (seq[a : a + m], seq[b : b + k]) == (old, new):
                 entry[4] += 1
                 return
-        slot = min(range(R.SUBSTITUTIONS), key=lambda e: (self.table[e][4], self.table[e][2]))
+        slot = min(range(SUBSTITUTIONS), key=lambda e: (self.table[e][4], self.table[e][2]))
         if self.emitting is not None and self.emitting[0] == slot:
             self.emitting = None
         self.table[slot] = [p0, old_len, o0, new_len, 1]
@@ -189,7 +204,7 @@ class Reference:
                 self.misses += 1
             p = after
         self.emitting = emitting
-        if self.misses > R.RESYNC_MISSES or self.at(p) < 0:
+        if self.misses > RESYNC_MISSES or self.at(p) < 0:
             if self.src == "seq":
                 self.hint = p
             self.src, self.emitting = None, None

@@ -156,7 +156,7 @@ def test_every_chat_workload_builds(workload):
 
 def test_corpus_rules_reports_the_defaults_it_measured_against():
     import corpus_rules
-    from ngramdraft.drafting.suffix import SuffixDrafter
+    from ngramdraft.rulesets.suffix.drafter import SuffixDrafter
 
     defaults = inspect.signature(SuffixDrafter).parameters
     assert (

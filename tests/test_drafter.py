@@ -10,25 +10,22 @@ from ngramdraft import (
     Drafter,
     InvalidParameterError,
     InvalidTokensError,
-    NgramCache,
     NgramdraftError,
     StaticCache,
     TokenizerMismatchError,
 )
 
 
-def test_readme_loop_runs_as_written(tmp_path, monkeypatch, capsys):
+def test_readme_loop_runs_as_written_anywhere_and_leaves_nothing(tmp_path, monkeypatch, capsys):
+    pytest.importorskip("quicktok")
     readme = (REPO / "README.md").read_text()
     code = re.search(r"<!-- loop -->\n```python\n(.*?)```", readme, re.S).group(1)
-    (tmp_path / "data").symlink_to(REPO / "data")
-    monkeypatch.chdir(tmp_path)
+    monkeypatch.chdir(tmp_path)  # a folder with nothing of the clone's in it
     exec(compile(code, "README.md", "exec"), {})
     out = capsys.readouterr().out
     tokens, passes = map(int, re.match(r"(\d+) tokens in (\d+) forward passes", out).groups())
-    assert tokens == 2900 and passes < tokens  # drafting saved forward passes
-    saved = NgramCache.load(tmp_path / "dynamic.ngd")
-    saved.verify()
-    assert len(saved) > 0
+    assert (tokens, passes) == (680, 165)  # what the README says it prints
+    assert not list(tmp_path.iterdir())
 
 
 def test_draft_accept_follow_the_sequence():

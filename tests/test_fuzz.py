@@ -27,7 +27,9 @@ import pytest
 from fuzzcases import KINDS, exercise, make_bases
 
 HERE = Path(__file__).resolve().parent
-CASE_TIMEOUT = 20.0  # seconds without progress: a hang
+# Seconds without progress: a hang. Generous: under the parallel suite, a case that runs
+# the command line starts a process that loads every kernel while other tests take the cores.
+CASE_TIMEOUT = 60.0
 
 
 @pytest.fixture(scope="module")

@@ -184,6 +184,25 @@ def test_until_a_size_is_timed_passes_cost_alike_and_never_less_than_shorter_one
     assert paused.length_of(6) == 6
 
 
+def test_one_slow_pass_does_not_lock_its_size_out():
+    """A pass slowed by another process (or the engine's first allocation for its size)
+    once made the policy think the size dear, stop submitting it, and never time it again:
+    under load the suffix rules' adapter accepted nothing in 640 tokens."""
+    policy = _learned({1: 0.01}, passes=9)
+    for _ in range(10):
+        policy.learn(6, 6)  # whole drafts hold
+    policy.observe_pass(7, 5.0)  # one pass over 7 tokens, preempted
+    assert policy.length_of(6) == 6  # not believed: tried again
+    for _ in range(2):
+        policy.observe_pass(7, 0.012)
+    assert policy.length_of(6) == 6  # now timed enough, at its fastest
+    # A size truly dear, timed so enough times, is cut where its drafts fail.
+    learned = _learned({1: 0.01, 7: 1.0}, passes=3)
+    for _ in range(10):
+        learned.learn(6, 1)
+    assert learned.length_of(6) < 6
+
+
 def test_the_pass_clock_times_one_pass_between_calls_and_nothing_else():
     from ngramdraft.integrations.passes import PassClock
 

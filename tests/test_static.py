@@ -9,10 +9,10 @@ from conftest import needs_shared
 from ngramdraft import NgramCache, StaticCache, replay
 from ngramdraft.build.counting import TokenTriples, plan_ranges
 from ngramdraft.build.local import build_static
-from ngramdraft.files.ngd import SECTIONS
+from ngramdraft.files.ngd.header import SECTIONS
 from ngramdraft.kernels.constmap import value_of
 from ngramdraft.kernels.frozen import DRAFTS, find_key_hashed, key_hash_of, may_draft
-from ngramdraft.rules.llamacpp import try_static
+from ngramdraft.rulesets.llamacpp.step import try_static
 
 
 def _rng_tokens(seed, n, vocab):

@@ -1,8 +1,10 @@
 """The suffix rules: the kernels against the brute-force reference; the drafter."""
 
+import hashlib
 import json
 import threading
 from functools import partial
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -12,6 +14,7 @@ from ngramdraft import (
     Drafter,
     InvalidParameterError,
     NgramCache,
+    StaticCache,
     SuffixCorpus,
     VocabularyError,
     WrongFileKindError,
@@ -19,14 +22,15 @@ from ngramdraft import (
 )
 from ngramdraft.caches.positions import MAX_MATCH, PositionIndex
 from ngramdraft.caches.requests import RequestMemory
-from ngramdraft.drafting.base import PARALLEL_FROM
+from ngramdraft.drafting.batch import PARALLEL_FROM
 from ngramdraft.drafting.policy import CostAwareLength
-from ngramdraft.drafting.replay import replay_suffix
-from ngramdraft.drafting.suffix import SuffixDrafter
+from ngramdraft.files.tokens import tokens_of
 from ngramdraft.kernels.chains import _hash as chain_hash
 from ngramdraft.kernels.chains import longest_match
 from ngramdraft.kernels.handles import SIZES
-from ngramdraft.rules import suffix as R
+from ngramdraft.rulesets.suffix.drafter import SuffixDrafter
+from ngramdraft.rulesets.suffix.state import APPLIED, ENTRY_WORDS, LEARNED, SEEN, SUBSTITUTIONS
+from ngramdraft.rulesets.suffix.substitutions import RECUR
 from suffix_reference import Reference
 
 
@@ -349,10 +353,8 @@ def test_no_draft_holds_a_token_the_sequence_and_memory_lack():
 def test_bad_arguments_get_named_errors():
     with pytest.raises(InvalidParameterError, match="unknown rule set"):
         Drafter(rules="vllm")
-    with pytest.raises(InvalidParameterError, match="static"):
-        Drafter(static=NgramCache(), rules="suffix")
-    with pytest.raises(InvalidParameterError, match="RequestMemory"):
-        Drafter(dynamic=NgramCache(), rules="suffix")
+    with pytest.raises(InvalidParameterError, match="SuffixCorpus"):
+        Drafter(static=[1, 2, 3], rules="suffix")
     with pytest.raises(InvalidParameterError, match="ngram_min"):
         Drafter(None, None, 8, 2, rules="suffix")
     with pytest.raises(InvalidParameterError, match="max_dynamic_ngrams"):
@@ -420,7 +422,8 @@ def test_batch_drafts_as_one_drafter_per_sequence(rows, costs):
 
 
 def _replayed_by_calls(stream, n_ctx, n_draft):
-    """replay_suffix's protocol, one Drafter call at a time: (calls, drafted, accepted, dump)."""
+    """replay's protocol by the suffix rules, one Drafter call at a time: (calls, drafted,
+    accepted, dump)."""
     drafter, dump, counts = SuffixDrafter(n_draft=n_draft), [], [0, 0, 0]
     for start in range(0, len(stream) - n_ctx, n_ctx):
         chunk, n_out = stream[start : start + n_ctx], 1
@@ -445,31 +448,32 @@ def test_replay_is_what_the_drafter_calls_give():
     rng = np.random.default_rng(8)
     base = rng.integers(0, 40, 500)
     stream = np.concatenate([base, rng.integers(0, 40, 100), base[:300], base]).astype(np.int32)
-    got = replay_suffix(stream, 256, 6, dump=True)
+    got = replay(stream, 256, 6, dump=True, rules="suffix")
     calls, drafted, accepted, dump = _replayed_by_calls(stream, 256, 6)
     assert (got.n_calls, got.n_drafted, got.n_accept) == (calls, drafted, accepted)
     assert got.dump.tolist() == dump and accepted > 200
 
 
-def test_replay_takes_the_rules_as_drafter_does(tmp_path):
-    """ngramdraft.replay(rules="suffix") is replay_suffix, and each rule set names the other's
-    caches (before, replay had no rules=, and llama.cpp's rules given a SuffixCorpus or a
-    RequestMemory said only "expected a cache or a path")."""
+def test_each_rule_set_names_the_others_caches(tmp_path):
+    """Given the other rule set's cache, every entry point (replay, Drafter, BatchDrafter)
+    raises WrongFileKindError naming the rules it belongs to (before, llama.cpp's rules given
+    a SuffixCorpus or a RequestMemory said only "expected a cache or a path", and the suffix
+    rules given a StaticCache raised InvalidParameterError)."""
     rng = np.random.default_rng(3)
-    base = rng.integers(0, 50, 400)
-    stream = np.concatenate([base, rng.integers(0, 50, 50), base]).astype(np.int32)
-    corpus = SuffixCorpus.build(base.astype(np.int32), tmp_path / "c.ngd")
+    base = rng.integers(0, 50, 400).astype(np.int32)
+    stream = np.concatenate([base, base]).astype(np.int32)
+    corpus = SuffixCorpus.build(base, tmp_path / "c.ngd")
     memory = RequestMemory()
-    memory.add(base[:200])
-    got = replay(stream, 256, 6, corpus, memory, rules="suffix", dump=True)
-    want = replay_suffix(stream, 256, 6, corpus, memory, dump=True)
-    assert got.dump.tolist() == want.dump.tolist() and got.n_accept == want.n_accept > 0
-    for cross in (dict(static=corpus), dict(dynamic=memory)):
-        for make in (partial(replay, stream, 256, 6), Drafter, BatchDrafter):
-            with pytest.raises(WrongFileKindError, match=r"(with|pass) rules='suffix'"):
-                make(**cross)
-    with pytest.raises(WrongFileKindError, match="not an n-gram cache"):
-        replay(stream, 256, 6, dynamic=NgramCache(), rules="suffix")
+    static = StaticCache.build(base, tmp_path / "s.ngd")
+    crossed = {
+        "llamacpp": ({"static": corpus}, {"dynamic": memory}),
+        "suffix": ({"static": static}, {"dynamic": NgramCache()}),
+    }
+    for rules, caches in crossed.items():
+        for cache in caches:
+            for make in (partial(replay, stream, 256, 6), Drafter, BatchDrafter):
+                with pytest.raises(WrongFileKindError, match=r"llama\.cpp's rules"):
+                    make(**cache, rules=rules)
     with pytest.raises(InvalidParameterError, match="unknown rule set"):
         replay(stream, 256, 6, rules="Suffix")
 
@@ -505,7 +509,7 @@ def test_replay_cli_takes_the_suffix_rules(cli, tmp_path):
     assert runs[0]["n_accept"] > figures["n_accept"] and runs[1] == {**runs[0], **_timings(runs[1])}
     assert requests.read_bytes() == saved
     memory = RequestMemory.load(requests)
-    replay_suffix(np.concatenate([base, base]).astype(np.int32), 512, 8, dynamic=memory)
+    replay(np.concatenate([base, base]).astype(np.int32), 512, 8, dynamic=memory, rules="suffix")
     assert memory.index.tokens.tobytes() == RequestMemory.load(requests).index.tokens.tobytes()
     status, out, err = cli(*args, "--dynamic", tmp_path / "t.i32")
     assert status != 0 and len(err.strip().splitlines()) == 1 and "t.i32" in err
@@ -568,10 +572,10 @@ def test_learned_substitutions_draft_as_the_reference(seed):
         ]
         renames = [
             ([int(t) for t in words[w]], rng.integers(200, 230, rng.integers(0, 4)).tolist())
-            for w in rng.choice(len(words), R.SUBSTITUTIONS + 4, replace=False)
+            for w in rng.choice(len(words), SUBSTITUTIONS + 4, replace=False)
         ]
         prompt, output = [1, 2, 3, *base, 4], renamed(rng, base, renames)
-        steps, before = [], np.zeros(R.SUBSTITUTIONS, dtype=np.int64)
+        steps, before = [], np.zeros(SUBSTITUTIONS, dtype=np.int64)
         drafter.start(prompt)
         i = 0
         while i < len(output):  # teacher_forced's, watching the drafter's table
@@ -582,11 +586,11 @@ def test_learned_substitutions_draft_as_the_reference(seed):
                 a += 1
             drafter.accept(output[i : i + a + 1])
             i += a + 1
-            applied = max(applied, int(drafter._st[R.APPLIED]))
-            table = drafter._st[R.LEARNED :].reshape(-1, R.ENTRY_WORDS)
-            seen = table[:, R.SEEN].copy()
-            replaced += int(np.count_nonzero(seen)) == R.SUBSTITUTIONS
-            forgotten += int(np.any((before >= R.RECUR) & (seen == 0)))
+            applied = max(applied, int(drafter._st[APPLIED]))
+            table = drafter._st[LEARNED:].reshape(-1, ENTRY_WORDS)
+            seen = table[:, SEEN].copy()
+            replaced += int(np.count_nonzero(seen)) == SUBSTITUTIONS
+            forgotten += int(np.any((before >= RECUR) & (seen == 0)))
             before = seen
         assert steps == teacher_forced(reference, prompt, output)
     assert applied >= 2 and replaced and forgotten  # the streams exercise the table
@@ -611,3 +615,93 @@ def test_a_rename_seen_twice_is_drafted_the_third_time():
     fresh = Drafter(n_draft=6, rules="suffix")
     fresh.start(d.tokens)
     assert d.draft().tolist() == fresh.draft().tolist() == [64, 65, 500, 66, 67, 68]
+
+
+# The suffix rules' drafts on the repository's own texts, recorded (as sha256 of replay's dump,
+# docs/rules.md's format) by commit b6c3f50, before the rule sets became packages: a change
+# of the suffix rules' drafts, meant or not, shows here.
+RECORDED = {
+    ("alone", 8): (
+        28647,
+        344,
+        11,
+        "b7a465073a11330082d6e640cba5aeedbda52e28e620d3c03a5734c743144a16",
+    ),
+    ("alone", 32): (
+        28647,
+        1376,
+        11,
+        "e1f02b5c83aa7c1f92feaf4aa78d67398f5c0e7339b9b90a240f891db28f11ac",
+    ),
+    ("corpus", 8): (
+        28523,
+        640,
+        135,
+        "048ebd4dd6066a94235a159a102754f0c3751bdf0f3e38b873b148f4ba82bfca",
+    ),
+    ("corpus", 32): (
+        28523,
+        1672,
+        135,
+        "da719c1f4e6060d623c7d08a41351c209c9eca9e68a77ac010c2488d76ee1bdd",
+    ),
+    ("corpus+memory", 8): (
+        25886,
+        3184,
+        2773,
+        "483e866a3e1a419b5f9ed1987921a6d860c621496ff9dbad509fabca54cf1d8d",
+    ),
+    ("corpus+memory", 32): (
+        25643,
+        4165,
+        3015,
+        "ff1c0e999470ceca3a0d9652c070b31911e9b550e6270859aef8a0b85a8581c7",
+    ),
+    ("edits", 8): (
+        3626,
+        5176,
+        4566,
+        "23e7b9eee162db9c1626c51489c42dfdda20c13c8cc5c7a5ef27f5dc2eeeb048",
+    ),
+    ("edits", 32): (
+        3213,
+        7488,
+        4979,
+        "033f83b0c1b5bcdf9d9de68e9672dd0cd3bc822160261a5dff03cfb9cab1422b",
+    ),
+}
+
+
+@pytest.fixture(scope="module")
+def repository_texts(tmp_path_factory):
+    data = Path(__file__).resolve().parents[1] / "data"
+    books, held = (
+        tokens_of(data / name) for name in ("gutenberg.llama3.i32", "heldout.llama3.i32")
+    )
+    corpus = SuffixCorpus.build(books, tmp_path_factory.mktemp("recorded") / "books.ngd")
+    return books, held, corpus
+
+
+@pytest.mark.parametrize(("workload", "n_draft"), list(RECORDED))
+def test_the_suffix_rules_draft_as_recorded(repository_texts, workload, n_draft):
+    books, held, corpus = repository_texts
+    memory = RequestMemory()
+    memory.add(held[:3000])
+    caches = {
+        "alone": {},
+        "corpus": {"static": corpus},
+        "corpus+memory": {"static": corpus, "dynamic": memory},
+    }
+    if workload == "edits":  # the substitutions' machinery: a text, edited copies of it
+        base, rng = held[:3000].copy(), np.random.default_rng(0)
+        edited = base.copy()
+        edited[rng.choice(3000, 40, replace=False)] = books[:40]
+        inserted = np.insert(edited, sorted(rng.choice(3000, 20, replace=False)), books[100:120])
+        stream = np.concatenate([base, edited, inserted, base[:1000]]).astype(np.int32)
+        result = replay(stream, 8192, n_draft, dump=True, rules="suffix")
+    else:
+        result = replay(held, 2048, n_draft, dump=True, rules="suffix", **caches[workload])
+    digest = hashlib.sha256(result.dump.astype("<i4").tobytes()).hexdigest()
+    assert (result.n_calls, result.n_drafted, result.n_accept, digest) == RECORDED[
+        workload, n_draft
+    ]

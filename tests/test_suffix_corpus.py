@@ -21,14 +21,14 @@ from ngramdraft import (
 )
 from ngramdraft.build.corpus import Corpus
 from ngramdraft.build.suffixes import build_suffixes
-from ngramdraft.caches.corpus import SuffixCorpus
+from ngramdraft.caches.suffix_corpus import SuffixCorpus
 from ngramdraft.cli import main as cli_main
-from ngramdraft.drafting.suffix import corpus_params
-from ngramdraft.files.ngd import KIND_SUFFIX, SLOTS
+from ngramdraft.files.ngd.header import KIND_SUFFIX, SLOTS
 from ngramdraft.kernels import gramindex
 from ngramdraft.kernels import suffixsearch as S
 from ngramdraft.kernels.suffixsort import DEPTH, first_out_of_order, sort_shard
-from ngramdraft.rules import suffix as R
+from ngramdraft.rulesets.suffix.state import CORPUS_ARGS
+from ngramdraft.rulesets.suffix.step import CORPUS_MIN_COUNT, CORPUS_MIN_MATCH, CORPUS_MIN_SHARE
 from suffix_reference import corpus_draft, suffix_key
 
 
@@ -272,7 +272,7 @@ def test_drafter_asks_the_corpus_when_the_sequence_is_silent(tmp_path):
     phrase = rng.integers(1000, 2000, 12).astype(np.int32)
     background = rng.integers(0, 5000, 3000).astype(np.int32)
     parts = [background[:1000]]
-    for i in range(R.CORPUS_MIN_COUNT):  # often enough to be drafted
+    for i in range(CORPUS_MIN_COUNT):  # often enough to be drafted
         parts += [phrase, background[1000 + 100 * i : 1100 + 100 * i]]
     tokens = np.concatenate(parts)
     path = _built(tmp_path, tokens)
@@ -292,8 +292,8 @@ def test_drafter_asks_the_corpus_when_the_sequence_is_silent(tmp_path):
 def test_corpus_restraint_on_a_split_continuation(tmp_path):
     """A continuation is drafted while it follows enough occurrences, and a share of them."""
     a, b, c, d = [1, 2, 3], [10, 11, 12, 13], [20, 21, 22, 23], [30, 31]
-    rep = R.CORPUS_MIN_COUNT
-    assert 100 // 3 < R.CORPUS_MIN_SHARE <= 75
+    rep = CORPUS_MIN_COUNT
+    assert 100 // 3 < CORPUS_MIN_SHARE <= 75
     tokens = np.array((a + b) * rep + (a + c) * rep + (a + d) * rep + [99] * 5, dtype=np.int32)
     corpus = SuffixCorpus.open(_built(tmp_path, tokens))
     drafter = Drafter(rules="suffix", static=corpus)
@@ -438,9 +438,10 @@ def test_a_file_written_before_the_index_drafts_as_before(tmp_path, capsys):
     assert drafted > 0
 
 
-def test_corpus_params_follow_the_rules():
-    params = corpus_params(None)
-    assert params[S.MIN_MATCH] == R.CORPUS_MIN_MATCH and params[S.MAX_TOKEN] == -1
+def test_a_drafters_corpus_thresholds_default_to_the_rules():
+    args = Drafter(rules="suffix").kernel_state[CORPUS_ARGS : CORPUS_ARGS + 4]
+    assert args[S.MIN_MATCH] == CORPUS_MIN_MATCH and args[S.MAX_TOKEN] == -1
+    assert args[S.MIN_COUNT] == CORPUS_MIN_COUNT and args[S.MIN_SHARE] == CORPUS_MIN_SHARE
 
 
 def test_format_worked_example(tmp_path):

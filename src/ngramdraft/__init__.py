@@ -3,10 +3,10 @@
 >>> from ngramdraft import Drafter
 
 The layers, lowest first (``docs/architecture.md``): ``kernels`` (numba
-storage), ``files`` (bytes on disk), ``tokenizers``, ``rules`` (what to
-draft), ``build`` (corpora into static files), ``caches`` (the three roles),
-``drafting`` (what a decoding loop talks to), ``integrations`` (engines) and
-``cli``.
+storage), ``files`` (bytes on disk), ``tokenizers``, ``build`` (corpora
+into static files), ``caches`` (the three roles), ``drafting`` (what a
+decoding loop talks to, whatever the rules), ``rulesets`` (the rules, one
+package each, found by name), ``integrations`` (engines) and ``cli``.
 """
 
 import importlib
@@ -46,7 +46,7 @@ from .files.models import fetch_model
 # command's --help) loads no numba, which takes a third of a second.
 _LAZY = {
     "Cache": "caches.base",
-    "SuffixCorpus": "caches.corpus",
+    "SuffixCorpus": "caches.suffix_corpus",
     "NgramCache": "caches.ngram",
     "RequestMemory": "caches.requests",
     "StaticCache": "caches.static",
@@ -63,10 +63,10 @@ _LAZY = {
 
 if TYPE_CHECKING:
     from .caches.base import Cache
-    from .caches.corpus import SuffixCorpus
     from .caches.ngram import NgramCache
     from .caches.requests import RequestMemory
     from .caches.static import StaticCache
+    from .caches.suffix_corpus import SuffixCorpus
     from .drafting.batch import BatchDrafter
     from .drafting.drafter import Drafter
     from .drafting.policy import AdaptiveLength, CostAwareLength, Learns, Policy

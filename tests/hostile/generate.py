@@ -14,7 +14,7 @@ import xxhash
 from mutations import forge, rehash, section, set_section
 
 from ngramdraft import NgramCache, RequestMemory, StaticCache, SuffixCorpus
-from ngramdraft.files.ngd import SECTIONS
+from ngramdraft.files.ngd.header import SECTIONS
 
 HERE = Path(__file__).resolve().parent
 TOKENS = (np.arange(400) * 7919 % 97).astype(np.int32)

@@ -10,7 +10,7 @@ import struct
 
 import xxhash
 
-from ngramdraft.files.ngd import HEADER_SIZE, SLOTS
+from ngramdraft.files.ngd.header import HEADER_SIZE, SLOTS
 
 _TABLE = 96  # the section table's offset in the header (docs/format.md)
 _ROW = 32  # offset, size, xxh3_64, reserved

@@ -4,5 +4,5 @@
 (text into reusable token files), ``corpus`` (one build's input, checked),
 ``counting`` (2-gram triples in bounded memory), ``local`` (the single-machine
 build) and ``distributed`` (the Dask build, byte for byte the same file).
-Files are written by the format's one writer, ``files/ngd.py``.
+Files are written by the format's one writer, ``files/ngd/writing.py``.
 """

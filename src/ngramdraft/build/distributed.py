@@ -53,7 +53,8 @@ from typing import Any
 import numpy as np
 
 from ..errors import DistributedBuildError, InvalidParameterError
-from ..files.ngd import KIND_STATIC, Header, NgdWriter
+from ..files.ngd.header import KIND_STATIC, Header
+from ..files.ngd.writing import NgdWriter
 from ..kernels import triples as K
 from ..kernels.suffixsort import sort_shard
 from ..optional import require

@@ -4,7 +4,7 @@ The build runs in passes, one per range of first tokens; each range is chosen
 from a histogram of first tokens so that its triples fit the memory budget.
 A pass gathers its triples from every source (reading token files in
 chunks), sorts and counts them, and hands the resulting keys, spans and
-followers to the format's writer (``files/ngd.py``), which spools them.
+followers to the format's writer (``files/ngd/writing.py``), which spools them.
 Ranges are visited in ascending order, so the spools are already in file
 order: no k-way merge and no second sort are needed, and the output is the
 same byte for byte whatever the number of passes.
@@ -20,7 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from ..files.ngd import KIND_STATIC, Header, NgdWriter
+from ..files.ngd.header import KIND_STATIC, Header
+from ..files.ngd.writing import NgdWriter
 from ..kernels import triples as K
 from ..progress import Progress
 from .counting import CacheTriples, TokenTriples, add_counts, count_pass, pass_budget, plan_ranges

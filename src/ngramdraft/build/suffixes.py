@@ -27,7 +27,8 @@ import numpy as np
 
 from ..errors import InvalidParameterError
 from ..files.atomic import disk_full_named, spool_directory, write_array
-from ..files.ngd import MAX_BUCKET_IDS, MAX_CORPUS, Header, write_suffix_file
+from ..files.ngd.header import MAX_BUCKET_IDS, MAX_CORPUS, Header
+from ..files.ngd.writing import write_suffix_file
 from ..kernels import gramindex
 from ..kernels.suffixsort import DEPTH, merge_block, sort_shard
 from ..progress import Progress

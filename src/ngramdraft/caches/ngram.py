@@ -10,7 +10,9 @@ import numpy as np
 from ..errors import InternalError, InvalidParameterError, WrongFileKindError
 from ..files import llamacpp
 from ..files.kinds import file_format
-from ..files.ngd import KIND_DYNAMIC, frozen_view, map_file, verify_sections, write_cache
+from ..files.ngd.header import KIND_DYNAMIC
+from ..files.ngd.reading import frozen_view, map_file, verify_sections
+from ..files.ngd.writing import write_cache
 from ..kernels import table as T
 from ..kernels.handles import table_handle
 from ..validation import as_tokens, check_cache_arrays, check_int, check_ngram, check_ngram_range

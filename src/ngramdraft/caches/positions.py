@@ -1,7 +1,7 @@
 """PositionIndex: a token array that finds the longest earlier match of any suffix.
 
 The storage of the suffix rules' sequence and earlier-requests roles
-(``rules/suffix.py``): the tokens themselves plus the hash chains of
+(``rulesets/suffix/step.py``): the tokens themselves plus the hash chains of
 ``kernels/chains.py`` at the n-gram sizes ``SIZES``. Appending files the new
 positions; ``rewind`` unfiles them, exactly, in time proportional to the
 tokens removed; a query costs the same at any length.

@@ -22,14 +22,9 @@ from collections.abc import Sequence
 import numpy as np
 
 from ..errors import CorruptFileError, WrongFileKindError
-from ..files.ngd import (
-    KIND_NAMES,
-    KIND_REQUESTS,
-    map_file,
-    section_array,
-    verify_sections,
-    write_requests_file,
-)
+from ..files.ngd.header import KIND_NAMES, KIND_REQUESTS
+from ..files.ngd.reading import map_file, section_array, verify_sections
+from ..files.ngd.writing import write_requests_file
 from ..validation import as_tokens, check_int
 from .positions import PositionIndex
 

@@ -21,26 +21,18 @@ from ..errors import (
 from ..files import llamacpp
 from ..files.atomic import atomic_output
 from ..files.kinds import file_format
-from ..files.ngd import (
-    KIND_NAMES,
-    KIND_STATIC,
-    KIND_SUFFIX,
-    NOT_NGRAMS,
-    Header,
-    frozen_view,
-    make_constmap,
-    map_file,
-    read_meta,
-    verify_sections,
-)
+from ..files.ngd.header import KIND_NAMES, KIND_STATIC, KIND_SUFFIX, NOT_NGRAMS, Header
+from ..files.ngd.reading import frozen_view, map_file, read_meta, verify_sections
+from ..files.ngd.writing import make_constmap
 from ..files.tokens import TokenFile
 from ..kernels.frozen import CORRUPT, followers_span, key_hash_of, key_values, span_stats
 from ..kernels.handles import frozen_handle
 from ..tokenizers import identity, load_tokenizer
 from ..validation import as_tokens, check_cache_arrays, check_ngram
 from .base import Arrays, Cache, RecordedTokenizer
-from .corpus import SuffixCorpus
-from .warmup import MappedFile, Warmup
+from .mapped import MappedFile
+from .suffix_corpus import SuffixCorpus
+from .warmup import Warmup
 
 if TYPE_CHECKING:
     from numpy.typing import ArrayLike

@@ -4,6 +4,8 @@ import argparse
 import textwrap
 from typing import Any
 
+from ..drafting.rulesets import DEFAULT, RULE_SETS
+
 _UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
 
 
@@ -64,8 +66,8 @@ def add_cache_arguments(p: argparse.ArgumentParser, dynamic_help: str) -> None:
     )
     p.add_argument(
         "--rules",
-        choices=("llamacpp", "suffix"),
-        default="llamacpp",
+        choices=tuple(RULE_SETS),
+        default=DEFAULT,
         help="the drafting rules: llamacpp (the default, llama.cpp's bit for bit) or suffix "
         "(opt-in: copy what followed the longest earlier match; --static then takes a "
         "suffix file from `build-static --suffix`, --dynamic a requests file)",

@@ -93,18 +93,25 @@ def _add_model_arguments(p: argparse.ArgumentParser) -> None:
         help=f"a GGUF model file, or a trained model by name, fetched once ({', '.join(MODELS)})",
     )
     add_cache_arguments(p, "dynamic cache: loaded if it exists, saved as sequences finish")
-    p.add_argument(
+    policies = p.add_mutually_exclusive_group()
+    policies.add_argument(
         "--adaptive",
         action="store_true",
         help="opt-in, beyond llama.cpp's rules: draft lengths follow the acceptance, and "
         "drafting pauses where little is accepted (ngramdraft.AdaptiveLength)",
     )
-    p.add_argument(
+    policies.add_argument(
         "--cost-aware",
         action="store_true",
         help="opt-in for llama.cpp's rules (the default of --rules suffix): submit the part of "
         "each draft that promises the most tokens per second, from this model's pass costs "
         "as measured while it runs (ngramdraft.CostAwareLength)",
+    )
+    policies.add_argument(
+        "--no-policy",
+        action="store_true",
+        help="submit every draft whole, as llama.cpp does (the default of llama.cpp's rules; "
+        "with --rules suffix, drafts of --n-draft tokens, 32 by default, each verified whole)",
     )
     p.add_argument(
         "-t",
@@ -124,10 +131,10 @@ def _draft_model(args: argparse.Namespace, save_every: float = 0.0) -> Any:
     from ..integrations.llama_cpp import NgramDraftModel
     from ..integrations.passes import AUTO
 
-    if args.cost_aware and args.adaptive:
-        raise InvalidParameterError("--adaptive and --cost-aware are two policies: choose one")
     policy: Policy | None = AUTO
-    if args.adaptive:
+    if args.no_policy:
+        policy = None
+    elif args.adaptive:
         policy = AdaptiveLength()
     elif args.cost_aware:
         policy = CostAwareLength()

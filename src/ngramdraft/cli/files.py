@@ -10,14 +10,14 @@ from typing import Any
 import numpy as np
 
 from ..caches.base import Cache
-from ..caches.corpus import SuffixCorpus
 from ..caches.ngram import NgramCache
 from ..caches.requests import RequestMemory, read_requests
 from ..caches.shared import format_for
 from ..caches.static import StaticCache
+from ..caches.suffix_corpus import SuffixCorpus
 from ..errors import InvalidParameterError, WrongFileKindError
 from ..files.kinds import file_format, file_kind
-from ..files.ngd import KIND_NAMES, Header
+from ..files.ngd.header import KIND_NAMES, Header
 from .args import subcommand
 
 

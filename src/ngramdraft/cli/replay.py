@@ -3,16 +3,12 @@
 import argparse
 import json
 import textwrap
-import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from ..build.sources import TextFiles
 from ..build.tokenize import cache_dir, tokenize
-from ..caches.static import as_static
-from ..drafting.replay import ReplayResult, replay, replay_suffix
+from ..drafting.replay import replay
 from ..errors import InvalidParameterError
 from ..files.atomic import atomic_output, write_array
 from ..files.tokens import RAW_SUFFIXES, TokenFile
@@ -52,25 +48,6 @@ def register(sub: Any) -> None:
     r.set_defaults(run=replay_command)
 
 
-def _replay_llamacpp(args: argparse.Namespace, seq: np.ndarray, tokenizer: Any) -> ReplayResult:
-    t0 = time.perf_counter()
-    static = as_static(args.static) if args.static else None
-    if static is not None and tokenizer is not None:
-        static.check_tokenizer(tokenizer)
-    t_load = 1000 * (time.perf_counter() - t0)
-    result = replay(  # given a path, replay loads the dynamic cache itself (and times it)
-        seq,
-        args.n_ctx,
-        args.n_draft,
-        static,
-        args.dynamic,
-        dump=bool(args.dump),
-        quiet=args.quiet or args.json,
-    )
-    result.t_load_ms += t_load
-    return result
-
-
 def replay_command(args: argparse.Namespace) -> None:
     tokenizer = load_tokenizer(args.tokenizer) if args.tokenizer else None
     if Path(args.tokens).suffix in (*RAW_SUFFIXES, ".npy"):
@@ -84,19 +61,17 @@ def replay_command(args: argparse.Namespace) -> None:
     seq = tokens.read(0, len(tokens))
     if args.n_draft is None:
         args.n_draft = 8  # lookup-stats' default, for both rule sets
-    if args.rules == "suffix":
-        quiet = args.quiet or args.json
-        result = replay_suffix(
-            seq,
-            args.n_ctx,
-            args.n_draft,
-            args.static,
-            args.dynamic,
-            dump=bool(args.dump),
-            quiet=quiet,
-        )
-    else:
-        result = _replay_llamacpp(args, seq, tokenizer)
+    result = replay(  # given paths, replay opens the caches itself (and times it)
+        seq,
+        args.n_ctx,
+        args.n_draft,
+        args.static,
+        args.dynamic,
+        dump=bool(args.dump),
+        quiet=args.quiet or args.json,
+        rules=args.rules,
+        tokenizer=tokenizer,
+    )
     if args.dump and result.dump is not None:
         with atomic_output(args.dump) as f:
             write_array(f, result.dump.astype("<i4"))

@@ -1,7 +1,8 @@
-"""Drafting: the objects a decoding loop talks to, over the caches and the rules.
+"""Drafting: the objects a decoding loop talks to, whatever the rule set.
 
-``drafter`` (one sequence), ``batch`` (many sequences by id, one call per
-step), ``state`` (a sequence's kernel state and the kernels that draft and
-accept from it), ``policy`` (opt-in: how much of each draft to submit) and
-``replay`` (llama.cpp's lookup-stats over a token stream).
+``drafter`` (one sequence) and ``batch`` (many sequences by id, one call
+per step) are the interfaces every rule set implements; ``rulesets`` finds
+a rule set by the name ``rules=`` gives; ``policy`` (opt-in) says how much
+of each draft to submit; ``replay`` is llama.cpp's lookup-stats over a
+token stream. The rules themselves are ``ngramdraft/rulesets/``.
 """

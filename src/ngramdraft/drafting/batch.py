@@ -1,131 +1,84 @@
-"""BatchDrafter: many sequences, one call per step, drafts identical to one Drafter each.
+"""BatchDrafter: many sequences by id, one call per step, whatever the rule set.
 
-A server drafts for every running sequence at each step. Each sequence is a
-:class:`~ngramdraft.Drafter` whose kernel state is one row of a shared table
-of states (kernels/step.py), so one numba call drafts for all of them,
-over the machine's threads for large batches, with the GIL released; and one
-call accepts every sequence's new tokens. Sequences share the static and the
-dynamic caches; finishing a sequence merges it into the dynamic cache (and a
-dynamic path is saved under its lock, see :mod:`ngramdraft.caches.shared`).
+A server drafts for every running sequence at each step. ``BatchDrafter(...)``
+makes the batch of the rule set ``rules`` names (``drafting/rulesets.py``),
+a subclass of this class; each rule set's batch runs its row kernels over
+every sequence asked for in one call, over the machine's threads from
+``PARALLEL_FROM`` sequences on, with the GIL released. Here: the protocol,
+the checks every batch makes of its arguments, and the statuses every
+rule set's row kernels return.
 """
 
-import os
+import itertools
 from collections.abc import Callable, Hashable, Sequence
 from typing import TYPE_CHECKING, Any
 
+import numba
 import numpy as np
 
-from ..caches.shared import LOCK_TIMEOUT, SharedDynamicFile, dynamic_role
-from ..caches.static import as_static
-from ..errors import (
-    CorruptFileError,
-    InvalidParameterError,
-    UnknownSequenceError,
-)
-from ..kernels.frozen import CORRUPT
-from ..validation import check_int, check_ngram_range
-from . import state as S
-from .base import check_new_sequence, flatten_tokens, on_threads, sync_arguments
-from .drafter import MAX_DRAFT, Drafter, check_rules
-from .suffix_batch import SuffixBatchDrafter
+from ..errors import InvalidParameterError, InvalidTokensError
+from ..validation import check_token_range
+from .rulesets import rule_set
 
 if TYPE_CHECKING:
     from numpy.typing import ArrayLike
 
-    from ..caches.base import Cache
-    from ..caches.ngram import NgramCache
-    from ..caches.static import StaticCache
+# Below this many sequences a batch's call runs on one thread: starting the
+# others costs more than they save.
+PARALLEL_FROM = 32
+
+# A sequence's outcome in a batch's accept or sync (its row kernels' status):
+# done; the sequence's buffer has no room for its new tokens (the caller grows
+# it and accepts them); the engine's row is another sequence (left as it was).
+# llama.cpp's rules' accepts also return ``position << 2 | table.NEED_SLOTS`` or
+# ``NEED_POOL`` (1, 2): a table to grow; these stay clear of them.
+DONE, NEED_ROOM, MISMATCH = -1, 3, 4
 
 
 class BatchDrafter:
-    """Draft for many sequences by id, exactly as one :class:`Drafter` per sequence would.
+    """Draft for many sequences by id, exactly as one :class:`~ngramdraft.Drafter` each would.
 
-    ``static``, ``dynamic``, ``n_draft``, ``ngram_min``, ``ngram_max``,
-    ``tokenizer``, ``lock_timeout``, ``save_every`` and ``max_dynamic_ngrams`` are
-    Drafter's, shared by every sequence. At most ``max_seqs`` sequences are active at once.
-    ``rules="suffix"`` makes a
-    :class:`~ngramdraft.drafting.suffix_batch.SuffixBatchDrafter` instead, with
-    the same methods (see Drafter's ``rules``).
+    Parameters are :class:`~ngramdraft.Drafter`'s, shared by every sequence
+    (the caches, ``n_draft``, the rule set's own), and ``max_seqs``: at most
+    that many sequences are active at once. ``BatchDrafter(rules="suffix")``
+    is a BatchDrafter of the suffix rules, with the same methods.
+
+    ``add(seq_id, prompt)`` starts a sequence; ``draft(seq_ids)`` returns
+    (tokens, lengths): row i holds lengths[i] drafted tokens for seq_ids[i];
+    ``accept(seq_ids, tokens)`` appends each sequence's verified tokens;
+    ``sync(seq_ids, token_ids, lengths, rows)`` follows sequences an engine
+    hands over whole, in a 2-D token table (vLLM's), and returns where a row
+    does not extend its sequence; ``rewind``, ``finish``, ``flush`` and
+    ``tokens`` act on one sequence as Drafter's do. Unknown or repeated ids,
+    rewinding more than a sequence holds and more than ``max_seqs``
+    sequences are named errors.
     """
 
-    def __new__(cls, *args: Any, rules: str = "llamacpp", **options: Any) -> "Any":
-        if rules == "suffix":
-            # Fully built here: not a BatchDrafter, so Python does not call __init__ on it.
-            return SuffixBatchDrafter(*args, **options)
-        check_rules(rules)
+    max_seqs: int
+    n_draft: int
+
+    def __new__(cls, *args: Any, rules: str = "llamacpp", **options: Any) -> "BatchDrafter":
+        if cls is BatchDrafter:  # the rule set's own class, whose __init__ Python then calls
+            cls = rule_set(rules).BATCH
         return super().__new__(cls)
 
-    def __init__(
-        self,
-        static: "StaticCache | Cache | str | os.PathLike[str] | None" = None,
-        dynamic: "NgramCache | Cache | SharedDynamicFile | str | os.PathLike[str] | None" = None,
-        n_draft: int = 8,
-        ngram_min: int = 1,
-        ngram_max: int = 4,
-        max_seqs: int = 256,
-        *,
-        tokenizer: object = None,
-        lock_timeout: float = LOCK_TIMEOUT,
-        save_every: float = 0.0,
-        max_dynamic_ngrams: int | None = None,
-        rules: str = "llamacpp",
-    ) -> None:
-        self.max_seqs = check_int(max_seqs, "max_seqs", 1, 1 << 20)
-        check_int(n_draft, "n_draft", 1, MAX_DRAFT)
-        check_ngram_range(ngram_min, ngram_max)
-        self.static = None if static is None else as_static(static, tokenizer=tokenizer)
-        shared, self.dynamic = dynamic_role(
-            dynamic, lock_timeout=lock_timeout, max_ngrams=max_dynamic_ngrams, save_every=save_every
-        )
-        self._shared = shared
-        # Every sequence's drafter shares the file (saves merge under its lock)
-        # or, without one, the in-memory cache.
-        shared_dynamic = shared or self.dynamic
-        static_role = self.static
-        self._make: Callable[[], Drafter] = lambda: Drafter(
-            static_role, shared_dynamic, n_draft, ngram_min, ngram_max
-        )
-        self.n_draft = n_draft
-        self._states = np.zeros((self.max_seqs, S.STATE_WORDS), dtype=np.int64)
-        self._free = list(range(self.max_seqs - 1, -1, -1))
-        self._active: dict[Hashable, tuple[int, Drafter]] = {}
-        self._spare: list[Drafter] = []  # finished drafters, reused by add()
+    # What each rule set's batch implements (tests/test_rulesets.py checks it does).
 
     def __len__(self) -> int:
-        return len(self._active)
+        """Sequences active."""
+        raise NotImplementedError
 
     def __contains__(self, seq_id: object) -> bool:
-        return seq_id in self._active
+        """Whether sequence ``seq_id`` is active."""
+        raise NotImplementedError
 
     def add(self, seq_id: Hashable, prompt_tokens: "ArrayLike") -> None:
         """Start sequence ``seq_id`` with its prompt."""
-        check_new_sequence(seq_id, self._active, bool(self._free), self.max_seqs)
-        drafter = self._spare.pop() if self._spare else self._make()
-        row = self._free.pop()
-        drafter.use_state(self._states[row])
-        try:
-            drafter.start(prompt_tokens)
-        except BaseException:
-            self._free.append(row)
-            self._spare.append(drafter)
-            raise
-        self._active[seq_id] = (row, drafter)
+        raise NotImplementedError
 
     def draft(self, seq_ids: Sequence[Hashable]) -> tuple[np.ndarray, np.ndarray]:
         """(tokens, lengths): row i holds lengths[i] drafted tokens for seq_ids[i] (int32)."""
-        rows = self._rows(seq_ids)
-        out = np.zeros((len(rows), self.n_draft), dtype=np.int32)
-        lengths = np.zeros(len(rows), dtype=np.int64)
-        with self.dynamic.lock:  # no merge from another thread while the kernels read it
-            on_threads(
-                len(rows), S.draft_rows, S.draft_rows_parallel, self._states, rows, out, lengths
-            )
-        if len(rows) and (lengths.min() == CORRUPT or self._damaged()):
-            raise CorruptFileError(
-                f"{getattr(self.static, 'path', None)}: static cache damaged "
-                "(see `ngramdraft inspect --verify`)"
-            )
-        return out, lengths.astype(np.int32)
+        raise NotImplementedError
 
     def accept(
         self,
@@ -139,12 +92,7 @@ class BatchDrafter:
         whose row i holds seq_ids[i]'s tokens in its first ``lengths[i]``
         entries (as :meth:`draft` returns them).
         """
-        rows = self._rows(seq_ids)
-        flat, offsets = flatten_tokens(tokens, lengths, len(rows))
-        status = np.empty(len(rows), dtype=np.int64)
-        args = (self._states, rows, flat, offsets, status)
-        on_threads(len(rows), S.accept_rows, S.accept_rows_parallel, *args)
-        self._grow_and_go_on(seq_ids, status, lambda i: flat[offsets[i] : offsets[i + 1]])
+        raise NotImplementedError
 
     def sync(
         self,
@@ -162,67 +110,96 @@ class BatchDrafter:
         sequence, an edited one, or a negative id): those are left as they
         were, for the caller to finish or match elsewhere.
         """
-        ids = self._rows(seq_ids)
-        token_ids, lengths, rows = sync_arguments(len(ids), token_ids, lengths, rows)
-        status = np.empty(len(ids), dtype=np.int64)
-        args = (self._states, ids, token_ids, rows, lengths, status)
-        on_threads(len(ids), S.sync_rows, S.sync_rows_parallel, *args)
-        mismatch = status == S.MISMATCH
-        status[mismatch] = -1
-
-        def new_tokens(i: int) -> np.ndarray:
-            return token_ids[rows[i], self._states[ids[i], S.N] : lengths[i]]
-
-        self._grow_and_go_on(seq_ids, status, new_tokens)
-        return mismatch
-
-    def _grow_and_go_on(
-        self,
-        seq_ids: Sequence[Hashable],
-        status: np.ndarray,
-        new_tokens: Callable[[int], np.ndarray],
-    ) -> None:
-        """Finish the accepts that stopped for room: a full sequence or context table."""
-        for i in np.flatnonzero(status >= 0):
-            self._active[seq_ids[i]][1].finish_accept(new_tokens(i), int(status[i]))
+        raise NotImplementedError
 
     def rewind(self, seq_id: Hashable, n: int) -> None:
         """Remove sequence ``seq_id``'s last n tokens, as :meth:`Drafter.rewind`."""
-        self._drafter(seq_id).rewind(n)
+        raise NotImplementedError
 
     def finish(self, seq_id: Hashable) -> None:
-        """End sequence ``seq_id``: merge it into the dynamic cache (saved if it is a path)."""
-        drafter = self._drafter(seq_id)
-        row, _ = self._active.pop(seq_id)
-        self._free.append(row)
-        self._spare.append(drafter)
-        drafter.finish()
+        """End sequence ``seq_id``, as :meth:`Drafter.finish`."""
+        raise NotImplementedError
 
     def flush(self) -> None:
-        """Save what finished sequences added to a dynamic path and no save has written yet."""
-        if self._shared is not None:
-            self._shared.save()
+        """Save what finished sequences added to a file and no save has written yet."""
+        raise NotImplementedError
 
     def tokens(self, seq_id: Hashable) -> np.ndarray:
         """Sequence ``seq_id`` so far, a copy."""
-        return self._drafter(seq_id).tokens
+        raise NotImplementedError
 
-    def _drafter(self, seq_id: Hashable) -> Drafter:
-        try:
-            return self._active[seq_id][1]
-        except KeyError:
-            raise UnknownSequenceError(f"unknown sequence id {seq_id!r}: add() it first") from None
 
-    def _rows(self, seq_ids: Sequence[Hashable]) -> np.ndarray:
-        try:
-            rows = np.fromiter((self._active[i][0] for i in seq_ids), dtype=np.int64)
-        except KeyError as e:
-            raise UnknownSequenceError(
-                f"unknown sequence id {e.args[0]!r}: add() it first"
-            ) from None
-        if len(set(rows.tolist())) != len(rows):
-            raise InvalidParameterError("seq_ids lists a sequence twice: give each id once")
-        return rows
+def on_threads(
+    n: int, kernel: Callable[..., None], parallel: Callable[..., None], *args: Any
+) -> None:
+    """Run a batch's kernel over n sequences: on this thread below PARALLEL_FROM, else its
+    ``_parallel`` twin over the machine's threads."""
+    if n >= PARALLEL_FROM:
+        parallel(*args, numba.get_num_threads())
+    else:
+        kernel(*args)
 
-    def _damaged(self) -> bool:
-        return self.static is not None and self.static.prefault().damage is not None
+
+def flatten_tokens(
+    tokens: Any, lengths: "ArrayLike | None", n: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """(flat int32 tokens, offsets[n + 1]) of per-sequence tokens, every id checked."""
+    if lengths is not None:
+        arr = np.asarray(tokens)
+        lengths = np.asarray(lengths, dtype=np.int64)
+        if arr.ndim != 2 or arr.shape[0] != n or lengths.shape != (n,):
+            raise InvalidTokensError(
+                f"with lengths, tokens must be a 2-D array of {n} rows and lengths {n} counts"
+            )
+        if n and (lengths.min() < 0 or lengths.max() > arr.shape[1]):
+            raise InvalidTokensError(f"lengths must be 0 .. {arr.shape[1]} (the rows' width)")
+        flat = arr[np.arange(arr.shape[1]) < lengths[:, None]]
+    else:
+        if len(tokens) != n:
+            raise InvalidTokensError(f"got {len(tokens)} token sequences for {n} seq_ids")
+        lengths = np.fromiter(map(len, tokens), dtype=np.int64, count=n)
+        if n and all(type(t) is np.ndarray and t.ndim == 1 for t in tokens):
+            flat = np.concatenate(tokens)  # arrays: joined in C, not element by element
+        else:
+            flat = np.array(list(itertools.chain.from_iterable(tokens)))
+            flat = flat if flat.size else np.zeros(0, dtype=np.int64)
+    if flat.dtype.kind not in "iu" or flat.dtype == np.bool_:
+        raise InvalidTokensError(f"tokens must be integer ids, got dtype {flat.dtype}")
+    check_token_range(flat, "tokens")
+    offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(lengths, out=offsets[1:])
+    return np.ascontiguousarray(flat, dtype=np.int32), offsets
+
+
+def check_new_sequence(seq_id: object, active: "dict[Any, Any]", room: bool, max_seqs: int) -> None:
+    """A batch's add(): the id must be new and a slot free (``room``)."""
+    if seq_id in active:
+        raise InvalidParameterError(
+            f"sequence {seq_id!r} is already active: finish() it first, or use a new id"
+        )
+    if not room:
+        raise InvalidParameterError(
+            f"max_seqs={max_seqs} sequences are active: finish() one first, or "
+            "create the BatchDrafter with a larger max_seqs"
+        )
+
+
+def sync_arguments(
+    n: int, token_ids: Any, lengths: "ArrayLike", rows: "ArrayLike | None"
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A batch's sync(): (token_ids, lengths, rows) checked for n sequences, as arrays."""
+    token_ids = np.asarray(token_ids)
+    if token_ids.ndim != 2 or token_ids.dtype != np.int32:
+        raise InvalidTokensError(
+            f"token_ids must be a 2-D int32 array, got {token_ids.ndim}-D {token_ids.dtype}"
+        )
+    token_ids = np.ascontiguousarray(token_ids)
+    rows = np.arange(n) if rows is None else np.asarray(rows, dtype=np.int64)
+    lengths = np.asarray(lengths, dtype=np.int64)
+    if rows.shape != (n,) or lengths.shape != (n,):
+        raise InvalidParameterError(f"rows and lengths must hold {n} values each")
+    if n and (rows.min() < 0 or rows.max() >= len(token_ids)):
+        raise InvalidParameterError(f"rows must be 0 .. {len(token_ids) - 1}")
+    if n and (lengths.min() < 0 or lengths.max() > token_ids.shape[1]):
+        raise InvalidParameterError(f"lengths must be 0 .. {token_ids.shape[1]}")
+    return token_ids, lengths, rows

@@ -1,262 +1,244 @@
-"""Drafter: the per-sequence object a decoding loop talks to."""
+"""Drafter: the per-sequence object a decoding loop talks to, whatever its rule set.
 
-import os
-from collections.abc import Callable
+A drafter keeps one sequence and says how many tokens it holds (``_n``),
+where they are (``_held``) and how to append (``_append``); this class does
+the rest of the protocol (sync, the tokens) and what a policy needs, so that
+every rule set cuts and learns from its drafts the same way. The rule sets'
+drafters (``rulesets/<name>/drafter.py``) subclass it; ``Drafter(rules=...)``
+makes the one ``drafting/rulesets.py`` names.
+"""
+
+import copy
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..caches.ngram import NgramCache
-from ..caches.shared import LOCK_TIMEOUT, SharedDynamicFile, dynamic_role
-from ..caches.static import as_static
-from ..caches.warmup import NO_WARMUP, NoWarmup, Warmup
-from ..errors import CorruptFileError, InvalidParameterError, VocabularyError
-from ..kernels.frozen import CORRUPT
-from ..rules.llamacpp import NGRAM_MAX
-from ..validation import TOKEN_MAX, as_tokens, check_int, check_ngram_range
-from . import state as S
-from .base import SequenceDrafter
-from .policy import Policy
-from .suffix import suffix_drafter
+from ..errors import InvalidParameterError, NgramdraftError
+from ..validation import as_tokens
+from .policy import Learns, Policy, TimesPasses
+from .rulesets import rule_set
 
 if TYPE_CHECKING:
     from numpy.typing import ArrayLike
 
-    from ..caches.base import Cache
-    from ..caches.static import StaticCache
+MAX_DRAFT = 4096  # the longest draft any rule set makes
+MAX_SHADOWS = 64  # whole drafts a learning policy may wait on (each settles within n_draft tokens)
+REPLY_ROOM = 256  # tokens a new sequence has room for past its prompt before its buffers grow
 
-MAX_DRAFT = 4096
-REPLY_ROOM = 256  # tokens a new sequence's context table has room for past its prompt
-
-
-RULES = ("llamacpp", "suffix")
+_NONE = np.zeros(0, dtype=np.int32)
 
 
-def check_rules(rules: object) -> None:
-    """InvalidParameterError unless ``rules`` names a rule set."""
-    if rules not in RULES:
-        raise InvalidParameterError(
-            f"rules={rules!r}: unknown rule set (choose 'llamacpp', the default, or 'suffix')"
-        )
+class Drafter:
+    """Draft tokens for one sequence at a time: by default exactly as llama.cpp's lookup
+    decoding.
 
+    ``Drafter(...)`` makes the drafter of the rule set ``rules`` names, a
+    subclass of this class (``isinstance(d, Drafter)`` holds for every rule
+    set); the protocol, sync, policies and pickling are this class's, the
+    drafting its rule set's.
 
-class Drafter(SequenceDrafter):
-    """Draft tokens for one sequence at a time, exactly as llama.cpp's lookup decoding.
-
-    Parameters
-    ----------
-    static : StaticCache, path or any cache, optional
-        The static role (2-grams of a corpus). Shared freely between drafters.
-    dynamic : NgramCache, path or any cache, optional
-        The dynamic role (earlier sequences). A path is loaded if it exists
-        (native ``.ngd`` or llama.cpp lookup file) and written back by
-        :meth:`finish` in the same format (a new ``.bin`` path: llama.cpp).
-        Many drafters, threads and processes may share one path: each save
-        merges under the file's lock, so no contribution is lost (see
-        :mod:`ngramdraft.caches.shared`). Without one, the drafter keeps its own, so
-        later sequences still learn from earlier ones.
-    n_draft : int
-        The most tokens one :meth:`draft` returns (>= 1).
-    ngram_min, ngram_max : int
-        The n-gram sizes drafting looks up (1 <= min <= max <= 4). The caches
-        always count sizes 1..4, as llama.cpp does, so they stay reusable.
-    tokenizer : name, tokenizer or identity dict, optional
-        The tokenizer producing your tokens: a static cache recorded with
-        another one raises TokenizerMismatchError.
-    lock_timeout : float
-        Seconds a save waits for a shared dynamic file's lock before it
-        raises LockTimeoutError (the sequence's counts then wait for the next).
-    save_every : float
-        Seconds between saves of a dynamic path: ``finish()`` saves only if
-        that long has passed since the last save (0, the default: at every
-        finish). A server with a large dynamic file sets it and calls
-        :meth:`flush` on its way out.
-    max_dynamic_ngrams : int, optional
-        A budget for a long-lived dynamic cache: past it, a merge keeps the
-        n-grams with the most samples (see NgramCache). Without one the cache
-        grows as llama.cpp's does.
-    policy : Policy (AdaptiveLength, CostAwareLength or your own), optional
-        Opt-in, beyond llama.cpp's rules: how much of each draft to submit,
-        from the sequence's acceptance (AdaptiveLength) or from the engine's
-        pass costs and what drafts proved (CostAwareLength); see
-        :mod:`ngramdraft.drafting.policy`. The drafter keeps its own copy.
-    rules : "llamacpp" or "suffix"
-        The rule set. ``"llamacpp"`` (the default) is llama.cpp's, bit for
-        bit. ``"suffix"`` (opt-in) copies what followed the longest earlier
-        match of the sequence's end, in the sequence or in earlier requests
-        (``docs/suffix.md``): the object made is then a
-        :class:`~ngramdraft.drafting.suffix.SuffixDrafter`, with the same
-        methods, whose ``dynamic`` is a RequestMemory and which takes no
-        static cache.
+    The arguments are the rule set's drafter's: by default
+    :class:`~ngramdraft.rulesets.llamacpp.drafter.LlamaCppDrafter`'s (a
+    static and a dynamic cache, ``n_draft``, the n-gram sizes, a policy,
+    the dynamic file's saving), with ``rules="suffix"``
+    :class:`~ngramdraft.rulesets.suffix.drafter.SuffixDrafter`'s (a
+    corpus's suffix file and a RequestMemory, ``docs/suffix.md``). Either
+    rule set refuses the other's caches with WrongFileKindError.
     """
 
-    def __new__(cls, *args: Any, rules: str = "llamacpp", **options: Any) -> "Any":
-        if rules == "suffix":
-            # Fully built here: not a Drafter, so Python does not call __init__ on it.
-            return suffix_drafter(*args, **options)
-        check_rules(rules)
+    static: Any  # the static role: a StaticCache, a SuffixCorpus (rules="suffix") or None
+    dynamic: Any  # the earlier sequences: an NgramCache, a RequestMemory (rules="suffix")
+    n_draft: int
+    _started: bool
+
+    def __new__(cls, *args: Any, rules: str = "llamacpp", **options: Any) -> "Drafter":
+        if cls is Drafter:  # the rule set's own class, whose __init__ Python then calls
+            cls = rule_set(rules).DRAFTER
         return super().__new__(cls)
 
-    def __init__(
-        self,
-        static: "StaticCache | Cache | str | os.PathLike[str] | None" = None,
-        dynamic: "NgramCache | Cache | SharedDynamicFile | str | os.PathLike[str] | None" = None,
-        n_draft: int = 8,
-        ngram_min: int = 1,
-        ngram_max: int = 4,
-        *,
-        tokenizer: object = None,
-        lock_timeout: float = LOCK_TIMEOUT,
-        save_every: float = 0.0,
-        max_dynamic_ngrams: int | None = None,
-        policy: Policy | None = None,
-        rules: str = "llamacpp",
-    ) -> None:
-        self.n_draft = check_int(n_draft, "n_draft", 1, MAX_DRAFT)
-        self.ngram_min, self.ngram_max = check_ngram_range(ngram_min, ngram_max)
-        self.static = None if static is None else as_static(static, tokenizer=tokenizer)
-        self._warmup: Warmup | NoWarmup = (
-            NO_WARMUP if self.static is None else self.static.prefault()
-        )
-        self._shared, self.dynamic = dynamic_role(
-            dynamic, lock_timeout=lock_timeout, max_ngrams=max_dynamic_ngrams, save_every=save_every
-        )
-        self.context = NgramCache("context")
-        self._seq = np.zeros(256, dtype=np.int32)
-        self._buf = np.zeros(NGRAM_MAX + self.n_draft, dtype=np.int32)
-        self._started = False
-        self._init_policy(policy)
-        # The kernels' view of all of the above (drafting/state.py): the
-        # caches' own handles, which follow their tables, and our buffers.
-        self._state = S.new_state(self.n_draft, (self.ngram_min, self.ngram_max))
-        S.point(self._state, S.CTX, self.context.handle)
-        S.point(self._state, S.DYN, self.dynamic.handle)
-        S.point(self._state, S.STAT, S.NO_STATIC if self.static is None else self.static.handle)
-        S.point_buffer(self._state, S.BUF, self._buf)
-        S.point_buffer(self._state, S.SEQ, self._seq)
-
-    @property
-    def _n(self) -> int:
-        """Tokens in the sequence: the kernels keep the count, in the state."""
-        return int(self._state[S.N])
-
-    @property
-    def _held(self) -> np.ndarray:
-        return self._seq
-
-    def start(self, prompt_tokens: "ArrayLike") -> None:
-        """Begin a sequence: the context cache counts the prompt's n-grams."""
-        prompt = as_tokens(prompt_tokens, "prompt_tokens")
-        self.context.clear()
-        # Room for the prompt and a reply's worth of tokens at once, rather than
-        # a doubling every few tokens (each one a trip back to Python).
-        room = 4 * (len(prompt) + REPLY_ROOM)
-        self.context.reserve(room, room)
-        self._state[S.N] = 0
-        self._begin(prompt)
+    # What each rule set's drafter implements (tests/test_rulesets.py checks it does).
 
     def draft(self) -> np.ndarray:
         """Up to n_draft tokens (int32) the model is likely to produce next."""
-        if not self._started:
-            self._require_started()
-        # The dynamic cache may be shared with other threads: its lock keeps
-        # merges out while the kernel reads it (NgramCache).
-        with self.dynamic.lock:
-            d = S.draft_state(self._state)
-        if self._policy is not None:
-            return self._submitted(self._policy, self._drafted(d))
-        return self._drafted(d)
-
-    def _drafted(self, d: int) -> np.ndarray:
-        """The d drafted tokens in the buffer, a copy; or the error a damaged file deserves."""
-        if d == CORRUPT or self._warmup.damage is not None:
-            self._warmup.wait()  # a checksum names the damage better, if it sees it
-            raise CorruptFileError(
-                f"{getattr(self.static, 'path', None)}: static cache damaged "
-                "(see `ngramdraft inspect --verify`)"
-            )
-        n = self._state[S.N]
-        tail = n if n < NGRAM_MAX else NGRAM_MAX
-        return self._buf[tail : tail + d].copy()
+        raise NotImplementedError
 
     def accept(self, tokens: "ArrayLike") -> None:
         """Append verified tokens (accepted drafts and the model's own token)."""
-        if not self._started:
-            self._require_started()
-        if self._policy is not None:
-            self._append_observed(self._policy, as_tokens(tokens, "tokens"))
-            return
-        if type(tokens) is list and len(tokens) == 1 and type(tokens[0]) is int:
-            token = tokens[0]  # the commonest call, checked and passed without numpy
-            if 0 <= token <= TOKEN_MAX and self._state[S.N] < len(self._seq):
-                self._count(S.accept_token, token)
-                return
-        self._append(as_tokens(tokens, "tokens"))
+        raise NotImplementedError
 
-    def rewind(self, n: int) -> None:
-        """Remove the last ``n`` tokens and their n-grams, as if never accepted.
-
-        For an engine that rolls a sequence back (a rejected branch, an edit):
-        the context cache's counts go down exactly, in time proportional to n.
-        """
-        n = self._check_rewind(n)
-        self.context.rewind(self._seq[: self._n], n)
-        self._state[S.N] -= n
-        if self._policy is not None:  # the drafts pending were made past the new end
-            self._forget_drafts()
-
-    def check_vocabulary(self, n_vocab: int) -> None:
-        """Raise VocabularyError if a cache holds token ids that a model of n_vocab ids lacks."""
-        n_vocab = check_int(n_vocab, "n_vocab", 1)
-        for cache in (self.static, self.dynamic):
-            if cache is not None and (top := cache.max_token) >= n_vocab:
-                where = getattr(cache, "path", None) or f"the {cache.role} cache"
-                raise VocabularyError(
-                    f"{where}: holds token id {top}, but the model's vocabulary has {n_vocab} ids "
-                    "(the cache was built with another tokenizer: rebuild it with "
-                    "--tokenizer MODEL.gguf)"
-                )
+    def start(self, prompt_tokens: "ArrayLike") -> None:
+        """Begin a sequence with its prompt."""
+        raise NotImplementedError
 
     def finish(self) -> None:
-        """End the sequence: merge its context into the dynamic cache (and save it)."""
-        self._require_started()
-        self._started = False
-        if self._shared is not None:
-            self._shared.add(self.context)  # merges, then saves under the file's lock
-        else:
-            self.dynamic.merge(self.context)
-        self.context.clear()
+        """End the sequence: file it with the earlier ones (the dynamic cache or memory)."""
+        raise NotImplementedError
+
+    def rewind(self, n: int) -> None:
+        """Remove the last ``n`` tokens, as if never accepted."""
+        raise NotImplementedError
 
     def flush(self) -> None:
-        """Save what finished sequences added to a dynamic path and no save has written yet."""
-        if self._shared is not None:
-            self._shared.save()
+        """Save what finished sequences added to a file and no save has written yet."""
+        raise NotImplementedError
+
+    def check_vocabulary(self, n_vocab: int) -> None:
+        """Raise VocabularyError if a cache holds token ids that a model of n_vocab lacks."""
+        raise NotImplementedError
+
+    @property
+    def _n(self) -> int:
+        """Tokens in the sequence."""
+        raise NotImplementedError
+
+    @property
+    def _held(self) -> np.ndarray:
+        """The array whose first ``_n`` tokens are the sequence (not a copy)."""
+        raise NotImplementedError
 
     def _append(self, new: np.ndarray) -> None:
-        need = self._n + len(new)
-        if need > len(self._seq):
-            grown = np.zeros(max(need, 2 * len(self._seq)), dtype=np.int32)
-            grown[: self._n] = self._seq[: self._n]
-            self._seq = grown
-            S.point_buffer(self._state, S.SEQ, self._seq)
-        self._count(S.accept_state, new)
+        raise NotImplementedError
 
-    def finish_accept(self, new: np.ndarray, status: int) -> None:
-        """Finish an accept a batch kernel stopped for room (drafting/state.py's status)."""
-        if status == S.NEED_SEQ:
-            self._append(new)
-        else:
-            self._count(S.accept_state, new, status)
+    def _init_policy(self, policy: Policy | None) -> None:
+        self._policy = None if policy is None else copy.deepcopy(policy)
+        self._last = _NONE  # the last draft, while a policy waits to see it verified
+        # Whole drafts (position, tokens) whose outcome a learning policy awaits.
+        self._shadows: list[tuple[int, np.ndarray]] | None = (
+            [] if isinstance(self._policy, Learns) else None
+        )
 
-    def _count(self, kernel: Callable[..., int], new: object, r: int | None = None) -> None:
-        """Run an accept kernel (or go on from its status r), growing the context as it asks."""
-        if r is None:
-            r = kernel(self._state, new, 0)
-        while r >= 0:
-            self.context.grow(r & 3)
-            r = kernel(self._state, new, r >> 2)
+    def __getstate__(self) -> None:
+        # A copy would share the original's arrays through the addresses in its
+        # state, and read them after they are freed; unpickled elsewhere, any memory.
+        raise InvalidParameterError(
+            f"a {type(self).__name__} holds its arrays' addresses for its kernels and cannot be "
+            "copied or pickled: make a new one (caches are shared by passing them to it)"
+        )
 
-    def use_state(self, row: np.ndarray) -> None:
-        """Keep the kernels' state in ``row`` of a table of states from now on (BatchDrafter's)."""
-        row[:] = self._state
-        self._state = row
+    def _begin(self, prompt: np.ndarray) -> None:
+        """start()'s end, the sequence emptied: the prompt appended, the policy told."""
+        self._append(prompt)
+        self._started = True
+        if self._policy is not None:
+            self._policy.start(self.n_draft)
+            self._forget_drafts()
+
+    def _check_rewind(self, n: object) -> int:
+        self._require_started()
+        if isinstance(n, bool) or not isinstance(n, int | np.integer) or not 0 <= n <= self._n:
+            raise InvalidParameterError(
+                f"cannot rewind {n!r} tokens: the sequence holds {self._n} (rewind 0 .. {self._n})"
+            )
+        return int(n)
+
+    @property
+    def tokens(self) -> np.ndarray:
+        """The sequence so far (prompt and accepted tokens), a copy."""
+        return self._held[: self._n].copy()
+
+    @property
+    def n_tokens(self) -> int:
+        """Tokens in the sequence (prompt and accepted)."""
+        return self._n
+
+    @property
+    def policy(self) -> Policy | None:
+        """The drafter's own copy of its policy (what it has learned), or None."""
+        return self._policy
+
+    @property
+    def started(self) -> bool:
+        """Whether a sequence is under way (start() called, finish() not yet)."""
+        return self._started
+
+    def sync(self, sequence: "ArrayLike") -> bool:
+        """Follow an engine that hands over the whole sequence at every step.
+
+        If ``sequence`` extends the one this drafter holds, only the new tokens
+        are accepted. Anything else (a new prompt, an edited history) finishes
+        the current sequence, merging it into the dynamic cache, and starts
+        ``sequence``. The known prefix is compared as one memcmp; everything
+        else costs in proportion to the new tokens. Returns whether ``sequence``
+        extended the one held (False: it was started anew).
+        """
+        n = self._n
+        if self._started:
+            arr = np.asarray(sequence)
+            if (
+                arr.ndim == 1
+                and len(arr) >= n
+                and arr.dtype.kind in "iu"
+                and np.array_equal(arr[:n], self._held[:n])
+            ):
+                if len(arr) > n:
+                    new = as_tokens(arr[n:], "sequence")
+                    if self._policy is not None:
+                        self._append_observed(self._policy, new)
+                    else:
+                        self._append(new)
+                return True
+            self.finish()
+        self.start(sequence)
+        return False
+
+    def observe_pass(self, n_tokens: int, seconds: float) -> None:
+        """The engine's forward pass over ``n_tokens`` tokens took ``seconds``.
+
+        For a policy that learns the engine's pass costs (``CostAwareLength()``
+        without costs); the engine adapters call it. Nothing else uses it.
+        """
+        if isinstance(self._policy, TimesPasses):
+            self._policy.observe_pass(n_tokens, seconds)
+
+    def _submitted(self, policy: Policy, full: np.ndarray) -> np.ndarray:
+        """The part of a whole draft the policy submits (drafting whole costs microseconds)."""
+        self._last = full[: policy.length_of(len(full))]
+        if self._shadows is not None and len(full):
+            if len(self._shadows) >= MAX_SHADOWS:  # drafts again and again, accepting nothing
+                del self._shadows[0]
+            self._shadows.append((self._n, full))
+        return self._last.copy()
+
+    def _forget_drafts(self) -> None:
+        """Drop the drafts the policy waits to hear about."""
+        self._last = _NONE
+        if self._shadows is not None:
+            self._shadows = []
+
+    def _append_observed(self, policy: Policy, new: np.ndarray) -> None:
+        """_append, telling the policy what became of its drafts."""
+        self._observe(policy, new)
+        self._append(new)
+        if self._shadows and isinstance(policy, Learns):
+            self._shadows = self._learn(policy, self._shadows)
+
+    def _observe(self, policy: Policy, new: np.ndarray) -> None:
+        """Tell the policy how much of the last draft the model accepted (new starts with it)."""
+        last, self._last = self._last, _NONE
+        if len(last):
+            m = min(len(last), len(new))
+            wrong = np.flatnonzero(last[:m] != new[:m])
+            policy.observe(len(last), int(wrong[0]) if len(wrong) else m)
+
+    def _learn(
+        self, policy: Learns, shadows: list[tuple[int, np.ndarray]]
+    ) -> list[tuple[int, np.ndarray]]:
+        """Tell a learning policy how many leading tokens of each whole draft proved right.
+
+        A draft made at position n0 is settled once the sequence shows its
+        first wrong token, or all of it: the tokens it did not submit too.
+        Returns the drafts still waiting.
+        """
+        n, waiting = self._n, []
+        for n0, full in shadows:
+            known = min(n - n0, len(full))
+            wrong = np.flatnonzero(full[:known] != self._held[n0 : n0 + known])
+            if len(wrong) or known == len(full):
+                policy.learn(len(full), int(wrong[0]) if len(wrong) else known)
+            else:
+                waiting.append((n0, full))
+        return waiting
+
+    def _require_started(self) -> None:
+        if not self._started:
+            raise NgramdraftError("call start(prompt_tokens) before drafting or accepting")

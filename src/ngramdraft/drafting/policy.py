@@ -130,11 +130,11 @@ class CostAwareLength:
     (``integrations.llama_cpp.measure_pass_cost`` does for llama-cpp-python).
     Without it (``CostAwareLength()``) the policy learns the costs from the
     passes the engine makes (``observe_pass``, which ngramdraft's engine
-    adapters call with the time from one draft to the next): the median of
-    the last :data:`PASSES_KEPT` passes of each size, sizes not seen yet
-    interpolated between those that were, and, until a larger pass has
-    been seen, as dear as the largest one seen (a hope that makes it submit
-    a longer draft once and so learn its cost).
+    adapters call with the time from one draft to the next): the fastest of
+    the last :data:`PASSES_KEPT` passes of each size timed at least
+    :data:`TIMED_TO_TRUST` times, sizes timed fewer times interpolated
+    between those that were, and, past the largest, as dear as it (a hope
+    that makes the policy submit a longer draft and so learn its cost).
 
     For each length L of llama.cpp's draft the policy keeps decayed counts
     of how often the first j tokens were right; a draft of L tokens is then
@@ -210,22 +210,32 @@ class CostAwareLength:
         return self._cost
 
 
-PASSES_KEPT = 9  # passes of each size whose median is its learned cost
+PASSES_KEPT = 9  # passes of each size whose fastest is its learned cost
+# Timings a size needs before its cost is believed. Once one pass of a size
+# is thought dear the policy stops submitting drafts of that size, and so
+# would never time it again: a single pass slowed by something else (another
+# process on the core, the engine's first allocation for that batch size)
+# would lock the size out for good. Until then it costs what its neighbours do.
+TIMED_TO_TRUST = 3
 
 
 def learned_costs(timed: dict[int, deque[float]], n: int) -> np.ndarray:
     """Costs of passes over 1 .. n tokens from the passes timed, relative to the first.
 
-    Sizes between timed ones are interpolated; sizes past the largest timed
-    cost what it did (optimistic, so that a longer draft is tried once and
-    its cost learned); with nothing timed, every size costs the same. A pass
-    never costs less than a shorter one: a size timed dearer than a longer
-    one (a pause of the caller's, between two drafts, timed with the pass)
-    costs what the longer one did.
+    A size's cost is the fastest of its passes kept: whatever else is timed
+    with a pass (a pause of the caller's, another process on the core) only
+    adds to it. Sizes timed fewer than TIMED_TO_TRUST times are interpolated
+    between those that were; sizes past the largest cost what it did
+    (optimistic, so that a longer draft is tried and its cost learned);
+    with no size trusted, every size costs the same. A pass never costs less
+    than a shorter one: a size timed dearer than a longer one costs what the
+    longer one did.
     """
-    sizes = np.array(sorted(timed), dtype=np.float64)
+    sizes = np.array(
+        sorted(k for k, t in timed.items() if len(t) >= TIMED_TO_TRUST), dtype=np.float64
+    )
     if not len(sizes):
         return np.ones(n)
-    medians = np.array([np.median(timed[int(k)]) for k in sizes])
-    cost = np.minimum.accumulate(np.interp(np.arange(1, n + 1), sizes, medians)[::-1])[::-1]
+    fastest = np.array([min(timed[int(k)]) for k in sizes])
+    cost = np.minimum.accumulate(np.interp(np.arange(1, n + 1), sizes, fastest)[::-1])[::-1]
     return cost / cost[0]

@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 
 from ..errors import ModelFileError
-from .ngd import HEADER_SIZE, KIND_NAMES, MAGIC, NATIVE_SUFFIX, parse_header, read_header
+from .ngd.header import HEADER_SIZE, KIND_NAMES, MAGIC, NATIVE_SUFFIX, parse_header, read_header
 
 GGUF_MAGIC = b"GGUF"
 

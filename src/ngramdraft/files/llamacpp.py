@@ -12,7 +12,7 @@ import numpy as np
 from ..errors import CorruptFileError, TruncatedFileError, WrongFileKindError
 from ..kernels import lookupfile as L
 from .atomic import atomic_output, write_array
-from .ngd import foreign_message
+from .ngd.header import foreign_message
 
 _PROBLEMS = {
     L.BAD_NGRAM: "an n-gram slot is neither a token id nor -1 padding",

@@ -18,17 +18,9 @@ import time
 from typing import Any
 
 from ..drafting.drafter import Drafter
-from ..drafting.policy import CostAwareLength, Policy
+from ..drafting.rulesets import DEFAULT, rule_set
 
-AUTO: Any = object()  # the rule set's own policy (auto_policy)
-N_DRAFT = {"llamacpp": 8, "suffix": 32}  # each rule set's default n_draft in an engine
-
-
-def auto_policy(rules: str) -> Policy | None:
-    """The policy an engine adapter drafts with unless told otherwise: none for llama.cpp's
-    rules (bit for bit), ``CostAwareLength()`` learning the engine's costs for the suffix rules.
-    """
-    return CostAwareLength() if rules == "suffix" else None
+AUTO: Any = object()  # the rule set's own policy (its engine_policy())
 
 
 def engine_drafter(
@@ -39,12 +31,13 @@ def engine_drafter(
     policy: Any = AUTO,
     **kwargs: Any,
 ) -> Drafter:
-    """A Drafter with an engine adapter's defaults for its rule set (``N_DRAFT``, ``AUTO``)."""
-    rules = kwargs.get("rules", "llamacpp")
+    """A Drafter with an engine adapter's defaults for its rule set (``ENGINE_N_DRAFT``,
+    ``engine_policy()``, ``drafting/rulesets.py``)."""
+    rules = rule_set(kwargs.get("rules", DEFAULT))
     if n_draft is None:
-        n_draft = N_DRAFT.get(rules, 8)
+        n_draft = rules.ENGINE_N_DRAFT
     if policy is AUTO:
-        policy = auto_policy(rules)
+        policy = rules.engine_policy()
     return Drafter(static, dynamic, n_draft, *args, policy=policy, **kwargs)
 
 

@@ -47,6 +47,7 @@ from typing import Any
 import numpy as np
 
 from ..drafting.batch import BatchDrafter
+from ..drafting.rulesets import DEFAULT
 from ..errors import NgramdraftError
 
 PREFIX = 4  # tokens of a sequence's start that index the sequences without a row
@@ -86,20 +87,17 @@ class NgramProposer:
         self.n_draft = spec.num_speculative_tokens
         self.max_model_len = vllm_config.model_config.max_model_len
         max_seqs = vllm_config.scheduler_config.max_num_seqs
-        rules = self.rules or os.environ.get("NGRAMDRAFT_RULES") or "llamacpp"
-        llamacpp_only: dict[str, Any] = {
-            "ngram_min": self.ngram_min,
-            "ngram_max": self.ngram_max,
-            "max_dynamic_ngrams": self.max_dynamic_ngrams,
-        }
         self.batch = BatchDrafter(
             static=self.static or os.environ.get("NGRAMDRAFT_STATIC") or None,
             dynamic=self.dynamic or os.environ.get("NGRAMDRAFT_DYNAMIC") or None,
             n_draft=self.n_draft,
             max_seqs=max_seqs,
-            rules=rules,
+            rules=self.rules or os.environ.get("NGRAMDRAFT_RULES") or DEFAULT,
             save_every=self.save_every,
-            **(llamacpp_only if rules == "llamacpp" else {}),
+            # The suffix rules refuse these by name unless left as they are.
+            ngram_min=self.ngram_min,
+            ngram_max=self.ngram_max,
+            max_dynamic_ngrams=self.max_dynamic_ngrams,
         )
         # The sequence each batch row held last step.
         self._row_ids: list[Hashable | None] = [None] * max_seqs

@@ -1,7 +1,7 @@
 """Whether a part's top follower can hold a share of its samples: one test, three users.
 
 A *part* is an n-gram's followers with their counts; its *samples* are the
-sum of those counts. Drafting rules (``rules/llamacpp.py``) ask whether a
+sum of those counts. Drafting rules (``rulesets/llamacpp/step.py``) ask whether a
 part has at least ``min_sample`` samples and its winner at least
 ``min_percent`` of them, in C++'s int32 arithmetic, which wraps. Two indexes
 answer a weaker question ahead of time so that most parts are never read:

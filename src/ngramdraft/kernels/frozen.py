@@ -1,6 +1,6 @@
 """A frozen (read-only, usually mmap'd) cache: its arrays, lookups, and what it stores per key.
 
-A frozen cache is the tuple of arrays a cache file holds (``files/ngd.py``
+A frozen cache is the tuple of arrays a cache file holds (``files/ngd/``
 reads and writes them; ``docs/format.md`` specifies them): ``keys[K,
 width]`` sorted, ``offsets[K+1]``, ``stats[K, 3]`` (best token, its count,
 wrapped sum of counts), ``fuse`` (the constmap), and the flat
@@ -15,7 +15,7 @@ is arbitrary, but such a key has no part either, so a clear DRAFTS bit
 answers "no rule at least that strict drafts from this key alone" exactly,
 from the three cells alone. A draft step that every cache fails (most
 steps) so waits for one level of memory, not two. Which rules may use the
-flag is the rules' business (``rules/llamacpp.py``).
+flag is the rules' business (``rulesets/llamacpp/step.py``).
 """
 
 from collections import namedtuple

@@ -25,7 +25,7 @@ positions  text (address, length) | prev (address, columns) | head
 
 A handle borrows: whoever builds one must keep its arrays alive and build a
 new one whenever an array is replaced (a table grows);
-``drafting/state.py`` does both for a drafter's state.
+``rulesets/llamacpp/state.py`` does both for a drafter's state.
 """
 
 import ctypes

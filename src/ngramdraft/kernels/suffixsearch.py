@@ -1,7 +1,7 @@
 """Searching a corpus's suffix array: the longest match, and the most frequent continuation.
 
 ``text``, ``sa``, ``buckets`` and ``grams`` come from a file
-(``caches/corpus.py``): ``buckets[t + 1] .. buckets[t + 2]`` is where the
+(``caches/suffix_corpus.py``): ``buckets[t + 1] .. buckets[t + 2]`` is where the
 suffixes starting with token t lie (``docs/format.md``), and ``grams``
 (``kernels/gramindex.py``) where those starting with a frequent 2-gram or
 3-gram do, which starts each binary search in a range thousands of times

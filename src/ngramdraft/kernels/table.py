@@ -38,11 +38,11 @@ Layout (``docs/layout.md`` walks through an example):
   strict" without touching the table. Bits are never cleared except by
   ``clear`` and rebuilt on growth; a part that drops below again only costs
   a probe. Which rules may use the marks is the rules' business
-  (``rules/llamacpp.py``); the marks only say what they mean.
+  (``rulesets/llamacpp/step.py``); the marks only say what they mean.
 
 A table travels between kernels as the namedtuple :data:`Table`; kernels
 called from Python take it whole (one argument), and the state kernels of
-``drafting/state.py`` rebuild it from a handle (``handles.py``).
+``rulesets/llamacpp/state.py`` rebuild it from a handle (``handles.py``).
 
 Every mutation merges a sorted run of (token, count) into one part, so a
 cache merge and a bulk load share one routine (``_try_add``); the update of
@@ -94,14 +94,17 @@ def new_table(slots: int = 16, pool: int = 64) -> Table:
         tok=np.zeros(pool, dtype=np.int32),
         cnt=np.zeros(pool, dtype=np.int32),
         meta=np.zeros(4, dtype=np.int64),
-        # From Python, the function itself: loading a kernel to divide costs a process 50 ms.
-        marks=np.zeros(_mark_words.py_func(slots), dtype=np.uint64),
+        # Python's own function: loading a kernel to divide costs a process 50 ms.
+        marks=np.zeros(mark_words(slots), dtype=np.uint64),
     )
 
 
-@njit(cache=True)
-def _mark_words(slots):
+def mark_words(slots):
+    """The 64-bit words of the marks of a table of ``slots`` slots."""
     return max(1, slots // 64)
+
+
+_mark_words = njit(cache=True)(mark_words)
 
 
 @njit(cache=True, _nrt=False)

@@ -12,7 +12,7 @@ constant); in short, at each step:
    stopped), else the earliest (the prompt's, which the output copies).
 2. **Follow.** While the pointer's source has proved itself (``PROVEN``
    tokens accepted, or one when no match can jump instead; at most
-   ``RESYNC_MISSES`` missed in a row) and no match of ``TRUST`` tokens
+   ``RESYNC_MISSES`` missed in a row) and no match of ``OVERRIDE_MATCH`` tokens
    says otherwise, draft from the source near the pointer: the end of
    the sequence matched within ``WINDOW`` positions of it (an edit that
    inserted or dropped a few tokens leaves the copy a few positions off),
@@ -22,7 +22,7 @@ constant); in short, at each step:
    ``min_match`` long. A jump to a new place is a guess: a drafter whose
    jumps have mostly missed (their first token right in fewer than
    ``RELIABLE`` of them, counting one hit and one miss beforehand) jumps
-   only on a match of ``LONG`` tokens or more. On prose, chance matches of
+   only on a match of ``GATED_MATCH`` tokens or more. On prose, chance matches of
    two to five tokens are right about one time in seven whatever their
    length, while on code and edits they are right more often than not.
 4. **Draft** up to ``n_draft`` tokens of what follows, one path; in the
@@ -52,76 +52,60 @@ more than it wins (``docs/suffix.md``).
 5. **The corpus**, if there is one and steps 1-4 drafted nothing: its
    commonest continuation of the longest match (``kernels/suffixsearch.py``),
    restrained by the ``CORPUS_*`` constants. It sets no pointer.
-
-The state a step reads and updates, one int64 array holding everything a
-call needs (``drafting/suffix.py`` writes it), so that a draft is one
-kernel call with one argument:
-
-=====  ===========  ==================================================
-0      N            tokens in the sequence (read from its index)
-1      MEM_N        tokens in the earlier requests (read from theirs)
-2      FROM         the pointer's source: NONE, SEQ or MEM
-3      POINTER      the position in that source standing for the next token
-4      AGREED       accepted tokens equal to the source's since it was set
-5      MISSES       accepted tokens in a row not equal to the source's
-6      FRESH        1 until the first token after a jump is accepted
-7      JUMPS        jumps the drafter has judged (in all sequences)
-8      LANDED       of those, the ones whose first token was right
-9-10                n_draft, min_match
-11     SEQ_INDEX    address of the sequence's PositionIndex handle
-12     MEM_INDEX    address of the earlier requests' PositionIndex handle
-13-14  OUT          the draft buffer (address, length)
-15-22  CORPUS       the corpus's tokens, suffix array, buckets and n-gram
-                    index (address, length each; lengths 0: no corpus)
-23-26  CORPUS_ARGS  its search's parameters (``kernels/suffixsearch.py``)
-27     HINT         where ties in the sequence go with no pointer
-28-31  CORPUS_LAST  the corpus's previous search, where the next starts
-32-33  DIVERGED     where a copy from the sequence diverged: the source's
-                    position and the sequence's (-1: no divergence pending)
-34-35  EMITTING     the substitution whose new tokens the pointer is
-                    walking (-1: none), and how many it has passed
-36     APPLIED      how many substitutions are seen enough to be applied
-40-119 LEARNED      the substitutions, 5 words each: the old tokens'
-                    position in the sequence and count, the new ones',
-                    and the sightings since it last missed
-=====  ===========  ==================================================
 """
 
 from numba import njit
 
-from ..kernels.chains import (
+from ...kernels.chains import (
     MAX_CHAIN,
     MAX_MATCH,
     file_positions,
     longest_match,
-    match_length,
     match_near,
 )
-from ..kernels.handles import POSITIONS_N, SIZES, int32s, int64s, positions_at
-from ..kernels.suffixsearch import LAST_N, LAST_WORDS
-from ..kernels.suffixsearch import draft as corpus_draft
-
-N, MEM_N, FROM, POINTER, AGREED, MISSES, FRESH, JUMPS, LANDED, N_DRAFT, MIN_MATCH = range(11)
-SEQ_INDEX, MEM_INDEX, OUT, CORPUS_TEXT, CORPUS_SA, CORPUS_BUCKETS, CORPUS_GRAMS = (
-    11, 12, 13, 15, 17, 19, 21
-)  # fmt: skip
-CORPUS_ARGS, HINT, CORPUS_LAST = 23, 27, 28
-DIVERGED, EMITTING, APPLIED, LEARNED = 32, 34, 36, 40
-OLD_AT, OLD_LEN, NEW_AT, NEW_LEN, SEEN = range(5)
-ENTRY_WORDS = 5
-NONE, SEQ, MEM = 0, 1, 2
+from ...kernels.handles import POSITIONS_N, SIZES, int32s, int64s, positions_at
+from ...kernels.suffixsearch import draft as corpus_draft
+from .state import (
+    AGREED,
+    CORPUS_ARGS,
+    CORPUS_BUCKETS,
+    CORPUS_GRAMS,
+    CORPUS_LAST,
+    CORPUS_LAST_WORDS,
+    CORPUS_SA,
+    CORPUS_TEXT,
+    DIVERGED,
+    EMITTING,
+    ENTRY_WORDS,
+    HINT,
+    JUMPS,
+    JUST_JUMPED,
+    LANDED,
+    LEARNED,
+    MEM,
+    MEM_INDEX,
+    MEM_N,
+    MIN_MATCH,
+    MISSES,
+    N_DRAFT,
+    NONE,
+    OUT,
+    POINTER,
+    SEEN,
+    SEQ,
+    SEQ_INDEX,
+    SOURCE,
+    N,
+)
+from .substitutions import copy_seq, count_applied, learn, walk
 
 MIN_MATCH_DEFAULT = 2
 PROVEN = 4
 RESYNC_MISSES = 6
-TRUST = 4
+OVERRIDE_MATCH = 4  # a match this long overrides the pointer's source
 WINDOW = 12
-LONG = 8
+GATED_MATCH = 8  # the shortest match a drafter whose jumps mostly missed jumps on
 RELIABLE = 0.3
-SPAN = 16
-SUBSTITUTIONS = 16
-RECUR = 2
-STATE_WORDS = LEARNED + SUBSTITUTIONS * ENTRY_WORDS
 # The corpus (``kernels/suffixsearch.py``), asked when neither the sequence nor
 # the earlier requests draft: a match of this many tokens, a continuation
 # that follows this many of its occurrences and this share (percent) of them
@@ -142,132 +126,6 @@ def _copy(text, tn, start, out, k):
     return d
 
 
-@njit(cache=True, nogil=True, inline="always")
-def _copy_seq(seq, n, st, start, out, k):
-    """Up to k tokens copied from the sequence at start, learned substitutions applied; past
-    its end, from out itself, as LZ77's copies run into what they write."""
-    p, sub, at = start, st[EMITTING], st[EMITTING + 1]
-    d = 0
-    while d < k:
-        q, _, p, sub, at = _walk(seq, n, st, p, sub, at)
-        if q < n:
-            out[d] = seq[q]
-        elif q - n < d:
-            out[d] = out[q - n]
-        else:
-            break
-        d += 1
-    return d
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _walk(seq, n, st, p, sub, at):
-    """One token of a copy from the sequence: (its position, the substitution it came from
-    or -1, then p, sub and at after it).
-
-    p is the source's position; sub and at the substitution whose new tokens
-    are being written and how many are (``EMITTING``). A substitution applies
-    where its old tokens start at p and end before n, the sequence's length
-    when the copy was drafted: so drafting and following walk alike.
-    """
-    if sub < 0 and st[APPLIED] > 0:
-        sub, at = _substituted(seq, n, st, p), 0
-        if sub >= 0:
-            e = LEARNED + sub * ENTRY_WORDS
-            p += st[e + OLD_LEN]
-            if st[e + NEW_LEN] == 0:  # a deletion writes nothing
-                sub = -1
-    if sub < 0:
-        return p, -1, p + 1, sub, at
-    e = LEARNED + sub * ENTRY_WORDS
-    q, used = st[e + NEW_AT] + at, sub
-    at += 1
-    if at == st[e + NEW_LEN]:
-        sub = -1
-    return q, used, p, sub, at
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _same(seq, a, b, length):
-    i = 0
-    while i < length and seq[a + i] == seq[b + i]:
-        i += 1
-    return i == length
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _substituted(seq, n, st, p):
-    """The applied substitution whose old tokens start at p and end before n; -1 if none."""
-    for s in range(SUBSTITUTIONS):
-        e = LEARNED + s * ENTRY_WORDS
-        m = st[e + OLD_LEN]
-        if st[e + SEEN] >= RECUR and p + m < n and _same(seq, st[e + OLD_AT], p, m):
-            return s
-    return -1
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _learn(seq, n, st, start):
-    """Record the pending divergence as a substitution if a copy from start has found its
-    place again: the tokens before start equal the sequence's last (module's doc)."""
-    p0, o0 = st[DIVERGED], st[DIVERGED + 1]
-    # A draft since the divergence that was accepted whole (n_draft and the model's token)
-    # ends at most this far on; farther, drafts from elsewhere came between.
-    if n - o0 > SPAN + st[N_DRAFT] + 1:
-        st[DIVERGED + 1] = -1
-        return
-    back = match_length(seq, start - 1, seq, n, n - o0)
-    if back == 0:  # the last token missed: not in step yet
-        if n - o0 > SPAN:  # and the span written instead is already too long to record
-            st[DIVERGED + 1] = -1
-        return
-    st[DIVERGED + 1] = -1
-    old_len, new_len = start - back - p0, n - back - o0
-    if 1 <= old_len <= SPAN and 0 <= new_len <= SPAN:
-        _record(seq, st, p0, old_len, o0, new_len)
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _record(seq, st, old_at, old_len, new_at, new_len):
-    """One more sighting of old -> new: its entry's, else a new entry in place of the one
-    seen fewest times (then the oldest)."""
-    slot = -1
-    for s in range(SUBSTITUTIONS):
-        e = LEARNED + s * ENTRY_WORDS
-        if (
-            st[e + OLD_LEN] == old_len
-            and st[e + NEW_LEN] == new_len
-            and _same(seq, st[e + OLD_AT], old_at, old_len)
-            and _same(seq, st[e + NEW_AT], new_at, new_len)
-        ):
-            st[e + SEEN] += 1
-            _count_applied(st)
-            return
-        f = LEARNED + slot * ENTRY_WORDS
-        if (
-            slot < 0
-            or st[e + SEEN] < st[f + SEEN]
-            or (st[e + SEEN] == st[f + SEEN] and st[e + NEW_AT] < st[f + NEW_AT])
-        ):
-            slot = s
-    if st[EMITTING] == slot:
-        st[EMITTING] = -1
-    e = LEARNED + slot * ENTRY_WORDS
-    st[e + OLD_AT], st[e + OLD_LEN], st[e + NEW_AT], st[e + NEW_LEN] = (
-        old_at, old_len, new_at, new_len
-    )  # fmt: skip
-    st[e + SEEN] = 1
-    _count_applied(st)
-
-
-@njit(cache=True, nogil=True, inline="always")
-def _count_applied(st):
-    c = 0
-    for s in range(SUBSTITUTIONS):
-        c += st[LEARNED + s * ENTRY_WORDS + SEEN] >= RECUR
-    st[APPLIED] = c
-
-
 @njit(cache=True, nogil=True)
 def draft_step(st):
     """Draft into the state's buffer for its sequence; returns the count drafted."""
@@ -279,7 +137,8 @@ def draft_step(st):
     if d == 0 and st[CORPUS_SA + 1] > 0:
         text, sa = int32s(st, CORPUS_TEXT), int32s(st, CORPUS_SA)
         buckets, grams = int64s(st, CORPUS_BUCKETS), int64s(st, CORPUS_GRAMS).reshape((-1, 2))
-        params, last = st[CORPUS_ARGS : CORPUS_ARGS + 4], st[CORPUS_LAST : CORPUS_LAST + LAST_WORDS]
+        params = st[CORPUS_ARGS : CORPUS_ARGS + 4]
+        last = st[CORPUS_LAST : CORPUS_LAST + CORPUS_LAST_WORDS]
         d = corpus_draft(text, sa, buckets, grams, seq, st[N], params, last, out)
     return d
 
@@ -289,13 +148,13 @@ def _draft(seq, seq_prev, seq_head, mem, mem_prev, mem_head, st, out):
     """Steps 1-4 (the module's doc) into out; returns the count drafted."""
     n, k = st[N], min(st[N_DRAFT], out.shape[0])
     max_match, max_chain, sizes = MAX_MATCH, MAX_CHAIN, SIZES
-    src = st[FROM]
+    src = st[SOURCE]
     near_seq = st[POINTER] if src == SEQ else (st[HINT] if src == NONE else -1)
     near_mem = st[POINTER] if src == MEM else -1
     gated = (st[LANDED] + 1) < RELIABLE * (st[JUMPS] + 2)
     # With no pointer every draft is a jump: shorter matches than it may take are not
     # looked for (on prose, the commonest case, the chains of 2- and 4-grams are long).
-    shortest = max(st[MIN_MATCH], LONG if gated else 0) if src == NONE else 0
+    shortest = max(st[MIN_MATCH], GATED_MATCH if gated else 0) if src == NONE else 0
     j, length = longest_match(
         seq, n - 1, sizes, seq_prev, seq_head, seq, n, max_match, max_chain, near_seq, shortest
     )
@@ -310,7 +169,7 @@ def _draft(seq, seq_prev, seq_head, mem, mem_prev, mem_head, st, out):
         where = SEQ
     jumpable = where != NONE and length >= st[MIN_MATCH]
     proven = st[AGREED] >= PROVEN or (st[AGREED] > 0 and not jumpable)
-    if src != NONE and proven and st[MISSES] <= RESYNC_MISSES and length < TRUST:
+    if src != NONE and proven and st[MISSES] <= RESYNC_MISSES and length < OVERRIDE_MATCH:
         text, tn = (seq, n - 1) if src == SEQ else (mem, st[MEM_N] - 1)
         e, near_len = match_near(text, tn, seq, n, st[POINTER] - 1, WINDOW, max_match)
         if near_len > 0:
@@ -320,9 +179,9 @@ def _draft(seq, seq_prev, seq_head, mem, mem_prev, mem_head, st, out):
     elif jumpable:
         start = j + 1
         if src != where or start != st[POINTER]:  # a jump: the new source has proved nothing
-            if length < LONG and gated:
+            if length < GATED_MATCH and gated:
                 return 0
-            st[FROM], st[AGREED], st[MISSES], st[FRESH] = where, 0, 0, 1
+            st[SOURCE], st[AGREED], st[MISSES], st[JUST_JUMPED] = where, 0, 0, 1
     else:
         return 0
     if start != st[POINTER] or where != src:
@@ -330,27 +189,27 @@ def _draft(seq, seq_prev, seq_head, mem, mem_prev, mem_head, st, out):
     st[POINTER] = start
     if where == SEQ:
         if st[DIVERGED + 1] >= 0:
-            _learn(seq, n, st, start)
-        return _copy_seq(seq, n, st, start, out, k)
+            learn(seq, n, st, start)
+        return copy_seq(seq, n, st, start, out, k)
     return _copy(mem, st[MEM_N], start, out, k)
 
 
 @njit(cache=True, nogil=True)
 def follow(seq, mem, st, new, n):
     """Move the pointer over the accepted tokens ``new`` (already appended to seq at n)."""
-    src = st[FROM]
+    src = st[SOURCE]
     if src == NONE or new.shape[0] == 0:
         return
     p, sub, at = st[POINTER], st[EMITTING], st[EMITTING + 1]
     for i in range(new.shape[0]):
         if src == SEQ:
-            q, used, p_next, sub, at = _walk(seq, n, st, p, sub, at)
+            q, used, p_next, sub, at = walk(seq, n, st, p, sub, at)
             expected = seq[q]  # q is below n + i, the position of the token it stands for
         else:
             q, used, p_next = p, -1, p + 1
             expected = mem[p] if p < st[MEM_N] else -1
-        if st[FRESH]:  # the first token after a jump: did it land?
-            st[FRESH] = 0
+        if st[JUST_JUMPED]:  # the first token after a jump: did it land?
+            st[JUST_JUMPED] = 0
             st[JUMPS] += 1
             st[LANDED] += expected == new[i]
         if expected == new[i]:
@@ -360,25 +219,17 @@ def follow(seq, mem, st, new, n):
             if used >= 0:  # a substitution got a token wrong: seen anew before it applies again
                 e = LEARNED + used * ENTRY_WORDS + SEEN
                 st[e] = 0
-                _count_applied(st)
+                count_applied(st)
             elif src == SEQ and st[MISSES] == 0 and st[AGREED] > 0 and st[DIVERGED + 1] < 0:
                 st[DIVERGED], st[DIVERGED + 1] = q, n + i
             st[MISSES] += 1
         p = p_next
     st[EMITTING], st[EMITTING + 1] = sub, at
     if st[MISSES] > RESYNC_MISSES or (src == MEM and (p >= st[MEM_N] or mem[p] < 0)):
-        st[FROM], st[EMITTING] = NONE, -1  # lost its place, or past that request's end
+        st[SOURCE], st[EMITTING] = NONE, -1  # lost its place, or past that request's end
         if src == SEQ:
             st[HINT] = p
     st[POINTER] = p
-
-
-def restart(st):
-    """Drop the pointer, its hint, what was learned and the corpus's last search: a
-    sequence's start."""
-    st[FROM], st[HINT], st[CORPUS_LAST + LAST_N] = NONE, 0, -1
-    st[DIVERGED + 1], st[EMITTING], st[APPLIED] = -1, -1, 0
-    st[LEARNED:] = 0
 
 
 @njit(cache=True, nogil=True)

@@ -1,26 +1,28 @@
 """The suffix rules' step over many sequences in one call: a batch's kernels.
 
-Each sequence's state (``rules/suffix.py``) is given by its address, as
-(address, length) pairs, so that one call takes any set of SuffixDrafters
-(``drafting/suffix_batch.py``); each ``_parallel`` twin splits the sequences
-over threads, as llama.cpp's rules' batch does (``drafting/state.py``). The
-sequences of one call are distinct: each writes only its own state, index
-and output row, and reads the earlier requests and the corpus.
+Each sequence's state (``state.py``) is given by its address, as (address,
+length) pairs, so that one call takes any set of SuffixDrafters
+(``batch.py``); each ``_parallel`` twin splits the sequences over threads,
+as llama.cpp's rules' batch does. The sequences of one call are distinct:
+each writes only its own state, index and output row, and reads the earlier
+requests and the corpus. Statuses are every batch's (``drafting/batch.py``).
 """
 
 from numba import njit, prange
 
-from ..kernels.extends import extends
-from ..kernels.handles import POSITIONS_N, int32s, int64s, positions_at
-from ..rules import suffix as R
+from ...drafting.batch import DONE, MISMATCH, NEED_ROOM
+from ...kernels.extends import extends
+from ...kernels.handles import POSITIONS_N, int32s, int64s, positions_at
+from .state import OUT, SEQ_INDEX
+from .step import accept_step, draft_step
 
 
 @njit(cache=True, nogil=True)
 def _draft_span(states, out, lengths, lo, hi):
     for i in range(lo, hi):
         st = int64s(states, 2 * i)
-        d = R.draft_step(st)
-        out[i, :d] = int32s(st, R.OUT)[:d]
+        d = draft_step(st)
+        out[i, :d] = int32s(st, OUT)[:d]
         lengths[i] = d
 
 
@@ -39,29 +41,25 @@ def draft_rows_parallel(states, out, lengths, n_threads):
         _draft_span(states, out, lengths, n * t // n_threads, n * (t + 1) // n_threads)
 
 
-# A sequence's outcome in a batch's accept or sync: its new tokens accepted
-# (or, told not to accept, found to extend it), its index without room for
-# them (the caller grows it and accepts them), or not its sequence (left as it was).
-DONE, NEED_ROOM, MISMATCH = 0, 1, 2
-
-
 @njit(cache=True, nogil=True)
 def _accept_span(states, flat, offsets, status, lo, hi):
     for i in range(lo, hi):
         st = int64s(states, 2 * i)
-        seq, _, _, seq_h = positions_at(st, R.SEQ_INDEX)
+        seq, _, _, seq_h = positions_at(st, SEQ_INDEX)
         new = flat[offsets[i] : offsets[i + 1]]
         if seq_h[POSITIONS_N] + new.shape[0] > seq.shape[0]:
             status[i] = NEED_ROOM
         else:
-            R.accept_step(st, new)
+            accept_step(st, new)
             status[i] = DONE
 
 
 @njit(cache=True, nogil=True)
 def accept_rows(states, flat, offsets, status):
     """``accept_step`` for many sequences in one call: sequence i's new tokens are
-    flat[offsets[i]:offsets[i + 1]] (the sequences distinct); status as ``DONE`` etc."""
+    flat[offsets[i]:offsets[i + 1]] (the sequences distinct); status DONE, or NEED_ROOM
+    where the sequence's index has no room for them (the caller grows it and accepts
+    them)."""
     _accept_span(states, flat, offsets, status, 0, offsets.shape[0] - 1)
 
 
@@ -77,7 +75,7 @@ def accept_rows_parallel(states, flat, offsets, status, n_threads):
 def _sync_span(states, token_ids, sources, lengths, accept, status, lo, hi):
     for i in range(lo, hi):
         st = int64s(states, 2 * i)
-        seq, _, _, seq_h = positions_at(st, R.SEQ_INDEX)
+        seq, _, _, seq_h = positions_at(st, SEQ_INDEX)
         n, m, row = seq_h[POSITIONS_N], lengths[i], token_ids[sources[i]]
         if not extends(seq, n, row, m):
             status[i] = MISMATCH
@@ -85,15 +83,16 @@ def _sync_span(states, token_ids, sources, lengths, accept, status, lo, hi):
             status[i] = NEED_ROOM
         else:
             if accept:
-                R.accept_step(st, row[n:m])
+                accept_step(st, row[n:m])
             status[i] = DONE
 
 
 @njit(cache=True, nogil=True)
 def sync_rows(states, token_ids, sources, lengths, accept, status):
     """Follow whole sequences: sequence i is token_ids[sources[i], :lengths[i]]; where
-    that extends what it holds, the new tokens are accepted if ``accept``; status as
-    ``DONE`` etc."""
+    that extends what it holds, the new tokens are accepted if ``accept``; status DONE,
+    NEED_ROOM as accept_rows', or MISMATCH where the row is another sequence (left as
+    it was)."""
     _sync_span(states, token_ids, sources, lengths, accept, status, 0, lengths.shape[0])
 
 

@@ -35,9 +35,9 @@ seven scalars on the stack, and every caller runs without numba's runtime.
 import numpy as np
 from numba import njit
 
-from ..kernels.constmap import prefetch_cells, value_of
-from ..kernels.dominance import may_reach, wrap32
-from ..kernels.frozen import (
+from ...kernels.constmap import prefetch_cells, value_of
+from ...kernels.dominance import may_reach, wrap32
+from ...kernels.frozen import (
     CORRUPT,
     DRAFTS,
     FLAG_PERCENT,
@@ -48,9 +48,9 @@ from ..kernels.frozen import (
     key_hash_of,
     may_draft,
 )
-from ..kernels.prefetch import prefetch
-from ..kernels.search import find
-from ..kernels.table import (
+from ...kernels.prefetch import prefetch
+from ...kernels.search import find
+from ...kernels.table import (
     LENGTH,
     MARK_PERCENT,
     MARK_SAMPLE,

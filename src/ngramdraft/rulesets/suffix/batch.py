@@ -1,15 +1,15 @@
-"""SuffixBatchDrafter: many sequences by id, by the suffix rules (BatchDrafter(rules="suffix")).
+"""SuffixBatch: many sequences by id, by the suffix rules (``BatchDrafter(rules="suffix")``).
 
-The interface is :class:`~ngramdraft.BatchDrafter`'s, and the drafts are
-those of one :class:`~ngramdraft.drafting.suffix.SuffixDrafter` per
-sequence, all sharing one :class:`~ngramdraft.caches.requests.RequestMemory`
-and one corpus (:class:`~ngramdraft.caches.corpus.SuffixCorpus`), if given.
-A draft, an accept or a sync of every sequence asked for is one kernel call
-(``drafting/suffix_rows.py``: the rules' step for each sequence's state,
-taken by its address), over the machine's threads from ``base.PARALLEL_FROM``
-sequences on, as the llama.cpp rules' batch; with a policy, which decides in
-Python how much of each draft to submit and is told each sequence's tokens,
-each sequence is drafted and told by its own call.
+The interface is :class:`~ngramdraft.BatchDrafter`'s, and the drafts are those
+of one :class:`~ngramdraft.rulesets.suffix.drafter.SuffixDrafter` per sequence,
+all sharing one :class:`~ngramdraft.caches.requests.RequestMemory` and one
+corpus (:class:`~ngramdraft.caches.suffix_corpus.SuffixCorpus`), if given. A draft, an
+accept or a sync of every sequence asked for is one kernel call (``rows.py``:
+the rules' step for each sequence's state, taken by its address), over the
+machine's threads from ``PARALLEL_FROM`` sequences on, as the llama.cpp rules'
+batch; with a policy, which decides in Python how much of each draft to submit
+and is told each sequence's tokens, each sequence is drafted and told by its
+own call.
 """
 
 from collections.abc import Hashable, Sequence
@@ -17,16 +17,22 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..caches.requests import RequestMemory
-from ..errors import InvalidParameterError, UnknownSequenceError
-from ..rules import suffix as R
-from ..validation import check_int
-from .base import check_new_sequence, flatten_tokens, on_threads, sync_arguments
-from .suffix import MAX_DRAFT, SuffixDrafter, suffix_drafter
-from .suffix_rows import (
+from ...caches.requests import RequestMemory
+from ...drafting.batch import (
     DONE,
     MISMATCH,
     NEED_ROOM,
+    BatchDrafter,
+    check_new_sequence,
+    flatten_tokens,
+    on_threads,
+    sync_arguments,
+)
+from ...drafting.drafter import MAX_DRAFT
+from ...errors import InvalidParameterError, UnknownSequenceError
+from ...validation import check_int
+from .drafter import SuffixDrafter
+from .rows import (
     accept_rows,
     accept_rows_parallel,
     draft_rows,
@@ -34,13 +40,15 @@ from .suffix_rows import (
     sync_rows,
     sync_rows_parallel,
 )
+from .state import STATE_WORDS
 
 if TYPE_CHECKING:
     from numpy.typing import ArrayLike
 
 
-class SuffixBatchDrafter:
-    """BatchDrafter's interface over SuffixDrafters (see the module's doc)."""
+class SuffixBatch(BatchDrafter):
+    """A :class:`~ngramdraft.BatchDrafter` by the suffix rules, over SuffixDrafters (see the
+    module's doc); its parameters are SuffixDrafter's and ``max_seqs``."""
 
     def __init__(
         self,
@@ -50,14 +58,16 @@ class SuffixBatchDrafter:
         ngram_min: int = 1,
         ngram_max: int = 4,
         max_seqs: int = 256,
+        *,
+        rules: str = "suffix",
         **options: Any,
     ) -> None:
         self.max_seqs = check_int(max_seqs, "max_seqs", 1, 1 << 20)
         self.n_draft = check_int(n_draft, "n_draft", 1, MAX_DRAFT)
-        first = suffix_drafter(static, dynamic, n_draft, ngram_min, ngram_max, **options)
+        first = SuffixDrafter(static, dynamic, n_draft, ngram_min, ngram_max, **options)
         self.static, self.dynamic, self.shared = first.static, first.dynamic, first.shared
         # A policy decides in Python what each draft submits: then each row is its own call.
-        self._per_row = first._policy is not None
+        self._per_row = first.policy is not None
         earlier = first.shared or first.dynamic  # every row finishes into the same place
         self._make = lambda: SuffixDrafter(first.static, earlier, n_draft, **options)
         self._spare: list[SuffixDrafter] = [first]
@@ -92,7 +102,7 @@ class SuffixBatchDrafter:
                 out[i, : len(d)] = d
                 lengths[i] = len(d)
         elif drafters:
-            if (damage := drafters[0]._warmup.damage) is not None:
+            if (damage := drafters[0].damage) is not None:
                 raise damage
             with self.dynamic.lock:
                 args = (_states(drafters), out, lengths)
@@ -112,12 +122,12 @@ class SuffixBatchDrafter:
             for i, drafter in enumerate(drafters):
                 drafter.accept(flat[offsets[i] : offsets[i + 1]])
             return
-        status = np.zeros(len(drafters), dtype=np.int64)
+        status = np.full(len(drafters), DONE, dtype=np.int64)
         with self.dynamic.lock:
             args = (_states(drafters), flat, offsets, status)
             on_threads(len(drafters), accept_rows, accept_rows_parallel, *args)
-        for i in np.flatnonzero(status == NEED_ROOM):  # grown, then accepted alone
-            drafters[i]._append(flat[offsets[i] : offsets[i + 1]])
+        for i in np.flatnonzero(status == NEED_ROOM).tolist():  # grown, then accepted alone
+            drafters[i].finish_accept(flat[offsets[i] : offsets[i + 1]])
 
     def sync(
         self,
@@ -129,14 +139,14 @@ class SuffixBatchDrafter:
         """Follow sequences an engine hands over whole, as BatchDrafter.sync."""
         drafters = self._drafters(seq_ids)
         token_ids, lengths, rows = sync_arguments(len(drafters), token_ids, lengths, rows)
-        status = np.zeros(len(drafters), dtype=np.int64)
+        status = np.full(len(drafters), DONE, dtype=np.int64)
         with self.dynamic.lock:  # per row, the kernel only compares; the drafters accept
             args = (_states(drafters), token_ids, rows, lengths, not self._per_row, status)
             on_threads(len(drafters), sync_rows, sync_rows_parallel, *args)
         for i in np.flatnonzero(status == (DONE if self._per_row else NEED_ROOM)):
-            new = token_ids[rows[i], drafters[i]._n : lengths[i]]
+            new = token_ids[rows[i], drafters[i].n_tokens : lengths[i]]
             if not self._per_row:  # grown, then accepted alone
-                drafters[i]._append(new)
+                drafters[i].finish_accept(new)
             elif len(new):
                 drafters[i].accept(new)
         return status == MISMATCH
@@ -176,6 +186,6 @@ class SuffixBatchDrafter:
 def _states(drafters: list[SuffixDrafter]) -> np.ndarray:
     """The drafters' states as (address, length) pairs, what the batch kernels take."""
     states = np.empty(2 * len(drafters), dtype=np.int64)
-    states[0::2] = [d._state_address for d in drafters]
-    states[1::2] = R.STATE_WORDS
+    states[0::2] = [d.state_address for d in drafters]
+    states[1::2] = STATE_WORDS
     return states

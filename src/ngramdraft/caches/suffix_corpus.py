@@ -13,22 +13,15 @@ from ..build.counting import add_counts
 from ..build.suffixes import buckets_of, build_suffixes
 from ..errors import CorruptFileError, InvalidParameterError, WrongFileKindError
 from ..files.kinds import file_format
-from ..files.ngd import (
-    KIND_NAMES,
-    KIND_REQUESTS,
-    KIND_SUFFIX,
-    Header,
-    map_file,
-    read_meta,
-    section_array,
-    verify_sections,
-)
+from ..files.ngd.header import KIND_NAMES, KIND_REQUESTS, KIND_SUFFIX, Header
+from ..files.ngd.reading import map_file, read_meta, section_array, verify_sections
 from ..files.tokens import CHUNK
 from ..kernels import gramindex, suffixsearch
 from ..kernels.suffixsort import DEPTH, first_out_of_order
 from ..validation import as_tokens
-from .base import RecordedTokenizer
-from .warmup import MappedFile, Warmup
+from .base import Cache, RecordedTokenizer
+from .mapped import MappedFile
+from .warmup import Warmup
 
 if TYPE_CHECKING:
     from numpy.typing import ArrayLike
@@ -188,11 +181,16 @@ def as_corpus(value: object, tokenizer: object = None) -> SuffixCorpus | None:
         corpus = SuffixCorpus.open(value)
     elif isinstance(value, SuffixCorpus):
         corpus = value
+    elif isinstance(value, Cache):
+        raise WrongFileKindError(
+            f"static= for rules='suffix' is a corpus's suffix file, got a {type(value).__name__} "
+            "(an n-gram cache belongs to llama.cpp's rules): pass the path of a file built by "
+            "`ngramdraft build-static --suffix`, or use rules='llamacpp'"
+        )
     else:
         raise InvalidParameterError(
-            f"static= for rules='suffix' is a corpus's suffix file, got {type(value).__name__} "
-            "(a 2-gram cache belongs to llama.cpp's rules): pass the path of a file built by "
-            "`ngramdraft build-static --suffix`, or use rules='llamacpp'"
+            f"static= for rules='suffix' is a corpus's suffix file, got {type(value).__name__}: "
+            "pass a SuffixCorpus or the path of a file built by `ngramdraft build-static --suffix`"
         )
     if tokenizer is not None:
         corpus.check_tokenizer(tokenizer)

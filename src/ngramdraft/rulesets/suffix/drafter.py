@@ -1,6 +1,6 @@
 """SuffixDrafter: one sequence drafted by the suffix rules (``Drafter(rules="suffix")``).
 
-The rules are ``rules/suffix.py`` (specified in ``docs/suffix.md``); the
+The rules are ``step.py`` (specified in ``docs/suffix.md``); the
 sequence is a :class:`~ngramdraft.caches.positions.PositionIndex` and the
 earlier requests a :class:`~ngramdraft.caches.requests.RequestMemory`,
 which any number of drafters may share. A draft and an accept are one
@@ -8,46 +8,32 @@ kernel call each.
 """
 
 import os
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ..caches.corpus import SuffixCorpus, as_corpus
-from ..caches.positions import MAX_MATCH, PositionIndex
-from ..caches.requests import MAX_TOKENS, RequestMemory
-from ..caches.shared import LOCK_TIMEOUT, SharedRequestFile
-from ..caches.warmup import NO_WARMUP
-from ..errors import InvalidParameterError, VocabularyError
-from ..kernels import suffixsearch as S
-from ..rules import suffix as R
-from ..validation import TOKEN_MAX, as_tokens, check_int
-from .base import SequenceDrafter
-from .policy import Policy
+from ...caches.positions import MAX_MATCH, PositionIndex
+from ...caches.requests import MAX_TOKENS, RequestMemory
+from ...caches.shared import LOCK_TIMEOUT, SharedRequestFile
+from ...caches.suffix_corpus import SuffixCorpus, as_corpus
+from ...caches.warmup import NO_WARMUP
+from ...drafting.drafter import MAX_DRAFT, REPLY_ROOM, Drafter
+from ...drafting.policy import Policy
+from ...errors import InvalidParameterError, VocabularyError, WrongFileKindError
+from ...kernels import suffixsearch
+from ...validation import TOKEN_MAX, as_tokens, check_int
+from . import state
+from .step import (
+    CORPUS_MIN_COUNT,
+    CORPUS_MIN_MATCH,
+    CORPUS_MIN_SHARE,
+    MIN_MATCH_DEFAULT,
+    accept_step,
+    draft_step,
+)
 
 if TYPE_CHECKING:
     from numpy.typing import ArrayLike
-
-MAX_DRAFT = 4096
-REPLY_ROOM = 256
-LLAMACPP_ONLY = ("max_dynamic_ngrams",)
-
-
-def suffix_drafter(
-    static: object = None,
-    dynamic: "RequestMemory | SharedRequestFile | str | os.PathLike[str] | None" = None,
-    n_draft: int = 8,
-    ngram_min: int = 1,
-    ngram_max: int = 4,
-    **options: Any,
-) -> "SuffixDrafter":
-    """A SuffixDrafter from Drafter's arguments: llama.cpp's own settings are refused by name."""
-    theirs = {"ngram_min": ngram_min != 1, "ngram_max": ngram_max != 4}
-    theirs.update((name, True) for name in LLAMACPP_ONLY if name in options)
-    if named := [name for name, given in theirs.items() if given]:
-        raise InvalidParameterError(
-            f"{', '.join(named)}: llama.cpp's rules' setting, which rules='suffix' does not use"
-        )
-    return SuffixDrafter(static, dynamic, n_draft, **options)
 
 
 def _address(array: np.ndarray) -> tuple[int, int]:
@@ -59,15 +45,15 @@ def corpus_params(
 ) -> np.ndarray:
     """The corpus search's parameters (``kernels/suffixsearch.py``) for a corpus, checked."""
     params = np.zeros(4, dtype=np.int64)
-    params[S.MAX_TOKEN] = -1 if corpus is None else corpus.max_token
-    params[S.MIN_MATCH] = check_int(min_match, "corpus_min_match", 1, MAX_MATCH)
-    params[S.MIN_COUNT] = check_int(min_count, "corpus_min_count", 1)
-    params[S.MIN_SHARE] = check_int(min_share, "corpus_min_share", 50, 100)
+    params[suffixsearch.MAX_TOKEN] = -1 if corpus is None else corpus.max_token
+    params[suffixsearch.MIN_MATCH] = check_int(min_match, "corpus_min_match", 1, MAX_MATCH)
+    params[suffixsearch.MIN_COUNT] = check_int(min_count, "corpus_min_count", 1)
+    params[suffixsearch.MIN_SHARE] = check_int(min_share, "corpus_min_share", 50, 100)
     return params
 
 
-class SuffixDrafter(SequenceDrafter):
-    """Draft by the suffix rules; the interface is :class:`~ngramdraft.Drafter`'s.
+class SuffixDrafter(Drafter):
+    """A :class:`~ngramdraft.Drafter` by the suffix rules (``rules="suffix"``, opt-in).
 
     Parameters
     ----------
@@ -94,6 +80,8 @@ class SuffixDrafter(SequenceDrafter):
         measured by ``benchmarks/corpus_rules.py``.
     policy : Policy, optional
         As Drafter's: how much of each draft to submit.
+    ngram_min, ngram_max, max_dynamic_ngrams
+        llama.cpp's rules' settings, refused by name if given.
     """
 
     def __init__(
@@ -101,17 +89,30 @@ class SuffixDrafter(SequenceDrafter):
         static: object = None,
         dynamic: "RequestMemory | SharedRequestFile | str | os.PathLike[str] | None" = None,
         n_draft: int = 8,
+        ngram_min: int = 1,
+        ngram_max: int = 4,
         *,
-        min_match: int = R.MIN_MATCH_DEFAULT,
-        corpus_min_match: int = R.CORPUS_MIN_MATCH,
-        corpus_min_count: int = R.CORPUS_MIN_COUNT,
-        corpus_min_share: int = R.CORPUS_MIN_SHARE,
+        min_match: int = MIN_MATCH_DEFAULT,
+        corpus_min_match: int = CORPUS_MIN_MATCH,
+        corpus_min_count: int = CORPUS_MIN_COUNT,
+        corpus_min_share: int = CORPUS_MIN_SHARE,
         max_dynamic_tokens: int | None = None,
         save_every: float = 0.0,
         lock_timeout: float = LOCK_TIMEOUT,
         policy: Policy | None = None,
         tokenizer: object = None,
+        max_dynamic_ngrams: int | None = None,
+        rules: str = "suffix",
     ) -> None:
+        theirs = {
+            "ngram_min": ngram_min != 1,
+            "ngram_max": ngram_max != 4,
+            "max_dynamic_ngrams": max_dynamic_ngrams is not None,
+        }
+        if named := [name for name, given in theirs.items() if given]:
+            raise InvalidParameterError(
+                f"{', '.join(named)}: llama.cpp's rules' setting, which rules='suffix' does not use"
+            )
         self.n_draft = check_int(n_draft, "n_draft", 1, MAX_DRAFT)
         self.static = as_corpus(static, tokenizer)
         # Pages mapped and checksums checked in the background; damage found stops drafting.
@@ -127,7 +128,7 @@ class SuffixDrafter(SequenceDrafter):
         elif dynamic is None:
             dynamic = RequestMemory(budget)
         elif not isinstance(dynamic, RequestMemory):
-            raise InvalidParameterError(
+            raise WrongFileKindError(
                 f"rules='suffix' remembers earlier requests in a RequestMemory, got "
                 f"{type(dynamic).__name__} (an n-gram cache belongs to llama.cpp's rules): "
                 "pass dynamic=RequestMemory(), a requests file's path, or nothing"
@@ -135,27 +136,53 @@ class SuffixDrafter(SequenceDrafter):
         self.dynamic = dynamic
         self._index = PositionIndex()
         self._buf = np.zeros(self.n_draft, dtype=np.int32)
-        # The kernels' one argument (rules/suffix.py): it points at the index, the
+        # The kernels' one argument (step.py): it points at the index, the
         # earlier requests' index, the buffer and the corpus, which this object keeps alive.
-        st = self._st = np.zeros(R.STATE_WORDS, dtype=np.int64)
-        self._state_address = st.ctypes.data  # how the batch kernels find it
-        st[R.N_DRAFT] = self.n_draft
-        st[R.MIN_MATCH] = check_int(min_match, "min_match", 2, MAX_MATCH)
-        st[R.SEQ_INDEX] = self._index.handle.ctypes.data
-        st[R.MEM_INDEX] = dynamic.index.handle.ctypes.data
-        st[R.OUT : R.OUT + 2] = self._buf.ctypes.data, len(self._buf)
+        st = self._st = np.zeros(state.STATE_WORDS, dtype=np.int64)
+        # How the batch's kernels find the state; read once: ctypes' attribute costs a
+        # microsecond, and a batch reads it for every sequence at every step.
+        self.state_address = st.ctypes.data
+        st[state.N_DRAFT] = self.n_draft
+        st[state.MIN_MATCH] = check_int(min_match, "min_match", 2, MAX_MATCH)
+        st[state.SEQ_INDEX] = self._index.handle.ctypes.data
+        st[state.MEM_INDEX] = dynamic.index.handle.ctypes.data
+        st[state.OUT : state.OUT + 2] = self._buf.ctypes.data, len(self._buf)
         if self.static is not None:
-            st[R.CORPUS_TEXT : R.CORPUS_TEXT + 2] = _address(self.static.text)
-            st[R.CORPUS_SA : R.CORPUS_SA + 2] = _address(self.static.sa)
+            st[state.CORPUS_TEXT : state.CORPUS_TEXT + 2] = _address(self.static.text)
+            st[state.CORPUS_SA : state.CORPUS_SA + 2] = _address(self.static.sa)
             if len(self.static.buckets):
-                st[R.CORPUS_BUCKETS : R.CORPUS_BUCKETS + 2] = _address(self.static.buckets)
+                st[state.CORPUS_BUCKETS : state.CORPUS_BUCKETS + 2] = _address(self.static.buckets)
             if len(self.static.grams):
-                st[R.CORPUS_GRAMS : R.CORPUS_GRAMS + 2] = _address(self.static.grams)
-        st[R.CORPUS_ARGS : R.CORPUS_ARGS + 4] = corpus_params(
+                st[state.CORPUS_GRAMS : state.CORPUS_GRAMS + 2] = _address(self.static.grams)
+        st[state.CORPUS_ARGS : state.CORPUS_ARGS + 4] = corpus_params(
             self.static, corpus_min_match, corpus_min_count, corpus_min_share
         )
         self._started = False
         self._init_policy(policy)
+
+    # What the batch's and replay's kernels take of a drafter.
+
+    @property
+    def kernel_state(self) -> np.ndarray:
+        """The state the rules' kernels read and update (``state.py``), not a copy."""
+        return self._st
+
+    @property
+    def damage(self) -> Exception | None:
+        """What the corpus's background check found wrong with it, if anything."""
+        return self._warmup.damage
+
+    def reserve(self, n: int) -> None:
+        """Room for n tokens in the sequence, so that kernels append without growing it."""
+        self._index.reserve(n)
+
+    def finish_accept(self, new: np.ndarray) -> None:
+        """Accept what a batch kernel had no room for (it grows the sequence's index)."""
+        self._append(new)
+
+    def wait_checked(self) -> None:
+        """Wait until the corpus's pages are mapped and checked (damage raised then)."""
+        self._warmup.wait()
 
     @property
     def _n(self) -> int:
@@ -170,7 +197,7 @@ class SuffixDrafter(SequenceDrafter):
         prompt = as_tokens(prompt_tokens, "prompt_tokens")
         self._index.clear()
         self._index.reserve(2 * (len(prompt) + REPLY_ROOM))  # no refile for a while
-        R.restart(self._st)
+        state.restart(self._st)
         self._begin(prompt)
 
     def draft(self) -> np.ndarray:
@@ -179,7 +206,7 @@ class SuffixDrafter(SequenceDrafter):
         if self._warmup.damage is not None:
             raise self._warmup.damage
         with self.dynamic.lock:
-            d = R.draft_step(self._st)
+            d = draft_step(self._st)
         if self._policy is not None:
             return self._submitted(self._policy, self._buf[:d].copy())
         return self._buf[:d].copy()
@@ -203,13 +230,13 @@ class SuffixDrafter(SequenceDrafter):
         if self._n + len(new) > len(index.text):
             index.reserve(self._n + len(new))
         with self.dynamic.lock:
-            R.accept_step(self._st, new)
+            accept_step(self._st, new)
 
     def rewind(self, n: int) -> None:
         """Remove the last ``n`` tokens, as if never accepted (drafts then as a fresh start)."""
         n = self._check_rewind(n)
         self._index.rewind(n)
-        R.restart(self._st)  # the pointer followed tokens that are gone
+        state.restart(self._st)  # the pointer followed tokens that are gone
         if self._policy is not None:
             self._forget_drafts()
 

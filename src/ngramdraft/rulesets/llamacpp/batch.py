@@ -1,0 +1,226 @@
+"""LlamaCppBatch: many sequences by llama.cpp's rules, drafts identical to one drafter each.
+
+Each sequence is a :class:`~ngramdraft.rulesets.llamacpp.drafter.LlamaCppDrafter`
+whose kernel state is one row of a shared table of states (``state.py``),
+so one numba call (``rows.py``) drafts for all of them and one accepts every
+sequence's new tokens. Sequences share the static and the dynamic caches;
+finishing a sequence merges it into the dynamic cache (and a dynamic path
+is saved under its lock, see :mod:`ngramdraft.caches.shared`).
+"""
+
+import os
+from collections.abc import Callable, Hashable, Sequence
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ...caches.shared import LOCK_TIMEOUT, SharedDynamicFile, dynamic_role
+from ...caches.static import as_static
+from ...drafting.batch import (
+    MISMATCH,
+    BatchDrafter,
+    check_new_sequence,
+    flatten_tokens,
+    on_threads,
+    sync_arguments,
+)
+from ...drafting.drafter import MAX_DRAFT
+from ...errors import CorruptFileError, InvalidParameterError, UnknownSequenceError
+from ...kernels.frozen import CORRUPT
+from ...validation import check_int, check_ngram_range
+from .drafter import LlamaCppDrafter
+from .rows import (
+    accept_rows,
+    accept_rows_parallel,
+    draft_rows,
+    draft_rows_parallel,
+    sync_rows,
+    sync_rows_parallel,
+)
+from .state import STATE_WORDS, N
+
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike
+
+    from ...caches.base import Cache
+    from ...caches.ngram import NgramCache
+    from ...caches.static import StaticCache
+
+
+class LlamaCppBatch(BatchDrafter):
+    """A :class:`~ngramdraft.BatchDrafter` by llama.cpp's rules (the default).
+
+    ``static``, ``dynamic``, ``n_draft``, ``ngram_min``, ``ngram_max``,
+    ``tokenizer``, ``lock_timeout``, ``save_every`` and ``max_dynamic_ngrams``
+    are :class:`~ngramdraft.Drafter`'s, shared by every sequence.
+    """
+
+    def __init__(
+        self,
+        static: "StaticCache | Cache | str | os.PathLike[str] | None" = None,
+        dynamic: "NgramCache | Cache | SharedDynamicFile | str | os.PathLike[str] | None" = None,
+        n_draft: int = 8,
+        ngram_min: int = 1,
+        ngram_max: int = 4,
+        max_seqs: int = 256,
+        *,
+        tokenizer: object = None,
+        lock_timeout: float = LOCK_TIMEOUT,
+        save_every: float = 0.0,
+        max_dynamic_ngrams: int | None = None,
+        rules: str = "llamacpp",
+    ) -> None:
+        self.max_seqs = check_int(max_seqs, "max_seqs", 1, 1 << 20)
+        check_int(n_draft, "n_draft", 1, MAX_DRAFT)
+        check_ngram_range(ngram_min, ngram_max)
+        self.static = None if static is None else as_static(static, tokenizer=tokenizer)
+        shared, self.dynamic = dynamic_role(
+            dynamic, lock_timeout=lock_timeout, max_ngrams=max_dynamic_ngrams, save_every=save_every
+        )
+        self._shared = shared
+        # Every sequence's drafter shares the file (saves merge under its lock)
+        # or, without one, the in-memory cache.
+        shared_dynamic = shared or self.dynamic
+        static_role = self.static
+        self._make: Callable[[], LlamaCppDrafter] = lambda: LlamaCppDrafter(
+            static_role, shared_dynamic, n_draft, ngram_min, ngram_max
+        )
+        self.n_draft = n_draft
+        self._states = np.zeros((self.max_seqs, STATE_WORDS), dtype=np.int64)
+        self._free = list(range(self.max_seqs - 1, -1, -1))
+        self._active: dict[Hashable, tuple[int, LlamaCppDrafter]] = {}
+        self._spare: list[LlamaCppDrafter] = []  # finished drafters, reused by add()
+
+    def __len__(self) -> int:
+        return len(self._active)
+
+    def __contains__(self, seq_id: object) -> bool:
+        return seq_id in self._active
+
+    def add(self, seq_id: Hashable, prompt_tokens: "ArrayLike") -> None:
+        """Start sequence ``seq_id`` with its prompt."""
+        check_new_sequence(seq_id, self._active, bool(self._free), self.max_seqs)
+        drafter = self._spare.pop() if self._spare else self._make()
+        row = self._free.pop()
+        drafter.use_state(self._states[row])
+        try:
+            drafter.start(prompt_tokens)
+        except BaseException:
+            self._free.append(row)
+            self._spare.append(drafter)
+            raise
+        self._active[seq_id] = (row, drafter)
+
+    def draft(self, seq_ids: Sequence[Hashable]) -> tuple[np.ndarray, np.ndarray]:
+        """(tokens, lengths): row i holds lengths[i] drafted tokens for seq_ids[i] (int32)."""
+        rows = self._rows(seq_ids)
+        out = np.zeros((len(rows), self.n_draft), dtype=np.int32)
+        lengths = np.zeros(len(rows), dtype=np.int64)
+        with self.dynamic.lock:  # no merge from another thread while the kernels read it
+            on_threads(len(rows), draft_rows, draft_rows_parallel, self._states, rows, out, lengths)
+        if len(rows) and (lengths.min() == CORRUPT or self._damaged()):
+            raise CorruptFileError(
+                f"{getattr(self.static, 'path', None)}: static cache damaged "
+                "(see `ngramdraft inspect --verify`)"
+            )
+        return out, lengths.astype(np.int32)
+
+    def accept(
+        self,
+        seq_ids: Sequence[Hashable],
+        tokens: "Sequence[ArrayLike] | np.ndarray",
+        lengths: "ArrayLike | None" = None,
+    ) -> None:
+        """Append each sequence's verified tokens (any number per sequence).
+
+        ``tokens`` is a list of token sequences, one per id; or a 2-D array
+        whose row i holds seq_ids[i]'s tokens in its first ``lengths[i]``
+        entries (as :meth:`draft` returns them).
+        """
+        rows = self._rows(seq_ids)
+        flat, offsets = flatten_tokens(tokens, lengths, len(rows))
+        status = np.empty(len(rows), dtype=np.int64)
+        args = (self._states, rows, flat, offsets, status)
+        on_threads(len(rows), accept_rows, accept_rows_parallel, *args)
+        self._grow_and_go_on(seq_ids, status, lambda i: flat[offsets[i] : offsets[i + 1]])
+
+    def sync(
+        self,
+        seq_ids: Sequence[Hashable],
+        token_ids: np.ndarray,
+        lengths: "ArrayLike",
+        rows: "ArrayLike | None" = None,
+    ) -> np.ndarray:
+        """Follow sequences an engine hands over whole, as :meth:`Drafter.sync` does for one.
+
+        ``token_ids`` is the engine's 2-D int32 token table: seq_ids[i]'s
+        sequence is ``token_ids[rows[i], :lengths[i]]`` (rows default to
+        0, 1, ...). Where that extends what the drafter holds, the new tokens
+        are accepted. Returns a bool array, True where it does not (another
+        sequence, an edited one, or a negative id): those are left as they
+        were, for the caller to finish or match elsewhere.
+        """
+        ids = self._rows(seq_ids)
+        token_ids, lengths, rows = sync_arguments(len(ids), token_ids, lengths, rows)
+        status = np.empty(len(ids), dtype=np.int64)
+        args = (self._states, ids, token_ids, rows, lengths, status)
+        on_threads(len(ids), sync_rows, sync_rows_parallel, *args)
+        mismatch = status == MISMATCH
+        status[mismatch] = -1
+
+        def new_tokens(i: int) -> np.ndarray:
+            return token_ids[rows[i], self._states[ids[i], N] : lengths[i]]
+
+        self._grow_and_go_on(seq_ids, status, new_tokens)
+        return mismatch
+
+    def _grow_and_go_on(
+        self,
+        seq_ids: Sequence[Hashable],
+        status: np.ndarray,
+        new_tokens: Callable[[int], np.ndarray],
+    ) -> None:
+        """Finish the accepts that stopped for room: a full sequence or context table."""
+        for i in np.flatnonzero(status >= 0).tolist():
+            self._active[seq_ids[i]][1].finish_accept(new_tokens(i), int(status[i]))
+
+    def rewind(self, seq_id: Hashable, n: int) -> None:
+        """Remove sequence ``seq_id``'s last n tokens, as :meth:`Drafter.rewind`."""
+        self._drafter(seq_id).rewind(n)
+
+    def finish(self, seq_id: Hashable) -> None:
+        """End sequence ``seq_id``: merge it into the dynamic cache (saved if it is a path)."""
+        drafter = self._drafter(seq_id)
+        row, _ = self._active.pop(seq_id)
+        self._free.append(row)
+        self._spare.append(drafter)
+        drafter.finish()
+
+    def flush(self) -> None:
+        """Save what finished sequences added to a dynamic path and no save has written yet."""
+        if self._shared is not None:
+            self._shared.save()
+
+    def tokens(self, seq_id: Hashable) -> np.ndarray:
+        """Sequence ``seq_id`` so far, a copy."""
+        return self._drafter(seq_id).tokens
+
+    def _drafter(self, seq_id: Hashable) -> LlamaCppDrafter:
+        try:
+            return self._active[seq_id][1]
+        except KeyError:
+            raise UnknownSequenceError(f"unknown sequence id {seq_id!r}: add() it first") from None
+
+    def _rows(self, seq_ids: Sequence[Hashable]) -> np.ndarray:
+        try:
+            rows = np.fromiter((self._active[i][0] for i in seq_ids), dtype=np.int64)
+        except KeyError as e:
+            raise UnknownSequenceError(
+                f"unknown sequence id {e.args[0]!r}: add() it first"
+            ) from None
+        if len(set(rows.tolist())) != len(rows):
+            raise InvalidParameterError("seq_ids lists a sequence twice: give each id once")
+        return rows
+
+    def _damaged(self) -> bool:
+        return self.static is not None and self.static.prefault().damage is not None

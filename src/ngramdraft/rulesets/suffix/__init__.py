@@ -1,0 +1,18 @@
+"""The suffix rules (``docs/suffix.md``): opt-in, what followed the longest earlier match."""
+
+from ...drafting.policy import CostAwareLength
+from .batch import SuffixBatch as BATCH
+from .drafter import SuffixDrafter as DRAFTER
+from .replay import replay
+
+# A match copies long stretches, and an engine verifies them at a cost it
+# learns (CostAwareLength): drafting up to 32 lets it submit what pays.
+ENGINE_N_DRAFT = 32
+
+
+def engine_policy() -> CostAwareLength:
+    """A policy learning the engine's pass costs, which submits what they make worth it."""
+    return CostAwareLength()
+
+
+__all__ = ["BATCH", "DRAFTER", "ENGINE_N_DRAFT", "engine_policy", "replay"]

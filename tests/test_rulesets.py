@@ -1,0 +1,71 @@
+"""The rule sets' registry (drafting/rulesets.py): every package it names provides what
+rules= looks up, every package under ngramdraft/rulesets/ is named, and each entry point
+makes its rule set's objects, instances of the interfaces."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import ngramdraft.rulesets
+from ngramdraft import BatchDrafter, Drafter, InvalidParameterError, ReplayResult, replay
+from ngramdraft.drafting.rulesets import DEFAULT, RULE_SETS, rule_set
+from ngramdraft.integrations.passes import engine_drafter
+
+
+def test_every_package_is_named_and_every_name_a_package():
+    folder = Path(ngramdraft.rulesets.__file__).parent
+    packages = {p.parent.name for p in folder.glob("*/__init__.py")}
+    assert packages == set(RULE_SETS) and DEFAULT in RULE_SETS
+    assert all(RULE_SETS[name] == f"ngramdraft.rulesets.{name}" for name in packages)
+
+
+@pytest.mark.parametrize("rules", list(RULE_SETS))
+def test_a_rule_set_provides_what_rules_looks_up(rules):
+    package = rule_set(rules)
+    assert issubclass(package.DRAFTER, Drafter) and package.DRAFTER is not Drafter
+    assert issubclass(package.BATCH, BatchDrafter) and package.BATCH is not BatchDrafter
+    assert isinstance(package.ENGINE_N_DRAFT, int) and package.ENGINE_N_DRAFT >= 1
+    policy = package.engine_policy()
+    assert policy is None or hasattr(policy, "length_of")  # a Policy (a Protocol)
+
+    drafter = Drafter(n_draft=4, rules=rules)
+    assert type(drafter) is package.DRAFTER and isinstance(drafter, Drafter)
+    batch = BatchDrafter(n_draft=4, rules=rules)
+    assert type(batch) is package.BATCH and isinstance(batch, BatchDrafter)
+    # A rule set's class made directly is the same drafter.
+    assert type(package.DRAFTER(n_draft=4)) is package.DRAFTER
+
+    stream = np.tile(np.arange(40, dtype=np.int32), 20)
+    result = replay(stream, 256, 4, rules=rules)
+    assert isinstance(result, ReplayResult) and result.n_accept > 0
+
+    made = engine_drafter(rules=rules)
+    assert made.n_draft == package.ENGINE_N_DRAFT
+    assert type(made.policy) is type(policy)
+
+
+def _unimplemented(interface):
+    """The names an interface leaves to its rule sets (they raise NotImplementedError)."""
+    names = set()
+    for name, member in vars(interface).items():
+        code = getattr(getattr(member, "fget", member), "__code__", None)
+        if code is not None and "NotImplementedError" in code.co_names:
+            names.add(name)
+    return names
+
+
+@pytest.mark.parametrize("rules", list(RULE_SETS))
+@pytest.mark.parametrize("interface", [Drafter, BatchDrafter])
+def test_a_rule_set_implements_all_its_interface_leaves_to_it(rules, interface):
+    made = rule_set(rules).DRAFTER if interface is Drafter else rule_set(rules).BATCH
+    left = _unimplemented(interface)
+    assert len(left) >= 8  # what the interface leaves is seen
+    missing = [name for name in left if getattr(made, name) is getattr(interface, name)]
+    assert not missing, f"{made.__name__} lacks {missing}"
+
+
+@pytest.mark.parametrize("make", [Drafter, BatchDrafter, lambda **k: replay([1, 2], **k)])
+def test_an_unknown_rule_set_is_named_with_the_choices(make):
+    with pytest.raises(InvalidParameterError, match="choose one of 'llamacpp', 'suffix'"):
+        make(rules="vllm")
