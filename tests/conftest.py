@@ -97,3 +97,24 @@ def tiny_gguf(tmp_path_factory):
     from random_gguf import write_random_gguf
 
     return write_random_gguf(tmp_path_factory.mktemp("models") / "tiny.gguf")
+
+
+@pytest.fixture(scope="session")
+def smollm():
+    """SmolLM2-135M-Instruct (Q4_1, 98 MB): trained weights, fetched once (fetch_model)."""
+    from ngramdraft import fetch_model
+
+    return fetch_model("smollm2-135m-instruct")
+
+
+# A request whose answer copies its input, as edits and quotes do: the drafts have
+# something to find, and a trained model follows it.
+EDIT_REQUEST = (
+    "Rewrite this passage with every 'sea' replaced by 'ocean'. Reply with the passage only.\n\n"
+    "He was an old man who fished alone in a skiff in the Gulf Stream and he had gone "
+    "eighty-four days now without taking a fish. In the first forty days a boy had been with "
+    "him. But after forty days without a fish the boy's parents had told him that the old man "
+    "was now definitely and finally salao, which is the worst form of unlucky, and the boy had "
+    "gone at their orders in another boat which caught three good fish the first week. The sea "
+    "was calm and the sea was dark, and the old man looked at the sea for a long time."
+)

@@ -214,3 +214,16 @@ def test_only_ngramdrafts_own_warnings_become_warning_lines(cli, monkeypatch, tm
     status, _, err = cli("inspect", tmp_path / "x.ngd")
     assert status == 1 and err.splitlines()[-1] == "ngramdraft: error: boom"
     assert "ngramdraft: warning" not in err
+
+
+@pytest.mark.parametrize("command", ["build-static", "replay"])
+def test_text_without_a_tokenizer_is_told_the_choices(cli, tmp_path, command):
+    """Before, build-static said only "text needs --tokenizer NAME", and replay's help "a
+    bundled name" without naming one."""
+    text = DATA / "heldout-uneasy-money.txt"
+    argv = (
+        [command, text, "-o", tmp_path / "c.ngd"] if command == "build-static" else [command, text]
+    )
+    status, _, err = cli(*argv)
+    assert status == 1 and err.count("\n") == 1
+    assert all(name in err for name in ("llama3", "qwen3", "cl100k_base", "o200k_base", ".gguf"))

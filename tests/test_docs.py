@@ -45,3 +45,50 @@ def test_ci_runs_the_readmes_test_command_word_for_word():
     test_command = next(c for c in commands if "pytest" in c)
     ci = (REPO / ".ci" / "run").read_text().splitlines()
     assert test_command in ci, "the README's test command is not .ci/run's"
+
+
+CITED = re.compile(r"benchmarks/results/[\w./-]+?(?:\{[\w,]+\}|\.\w+)(?=[`\s),;:]|$)")
+INDEX = REPO / "benchmarks" / "results" / "README.md"
+
+
+def cited_results():
+    """{results file: the pages citing it}, ``NAME.{md,json}`` read as both files."""
+    pages = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+    cited: dict[str, set[str]] = {}
+    for page in pages:
+        for match in CITED.findall(page.read_text()):
+            stem, _, rest = match.partition("{")
+            names = [stem + ext for ext in rest.rstrip("}").split(",")] if rest else [match]
+            for name in names:
+                if name != "benchmarks/results/README.md":
+                    cited.setdefault(name, set()).add(str(page.relative_to(REPO)))
+    return cited
+
+
+def results_index():
+    """The index's text: every cited results file, with the pages that cite it."""
+    lines = [
+        "# Results",
+        "",
+        "Each benchmark files its runs in a folder of its own, `<benchmark>/STAMP.{md,json}`",
+        "(the machine and the command are in each file). The files the README and the",
+        "documentation cite, and where (`python tests/test_docs.py` writes this list):",
+        "",
+        "| results file | cited by |",
+        "|---|---|",
+    ]
+    for name, pages in sorted(cited_results().items()):
+        lines.append(
+            f"| `{name.removeprefix('benchmarks/results/')}` | {', '.join(sorted(pages))} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def test_every_cited_results_file_exists_and_is_indexed():
+    missing = [name for name in cited_results() if not (REPO / name).exists()]
+    assert not missing, f"cited but not in the repository: {missing}"
+    assert INDEX.read_text() == results_index(), "run `python tests/test_docs.py` to rewrite it"
+
+
+if __name__ == "__main__":
+    INDEX.write_text(results_index())

@@ -296,3 +296,26 @@ def test_load_with_streams_and_cancellations_keeps_serving_and_loses_nothing(tin
     # Each prompt ends in words drawn at random: its last 5-gram is its own.
     missing = [t for t in tokens if t[-1] not in saved.followers(tuple(t[-5:-1]))[0].tolist()]
     assert not missing, f"{len(missing)} of {len(tokens)} finished requests not in the file"
+
+
+@pytest.mark.parametrize("rules", ["llamacpp", "suffix"])
+def test_a_trained_model_serves_its_own_greedy_chat_answer(smollm, tmp_path, rules):
+    """SmolLM2-135M over HTTP: the chat answer equals the plain engine's, drafts accepted."""
+    from conftest import EDIT_REQUEST
+    from ngramdraft.integrations.llama_cpp import plain_llama
+
+    # The server's request model defaults repeat_penalty to 1.1, the Python API to 1.0.
+    request = {
+        "messages": [{"role": "user", "content": EDIT_REQUEST}],
+        "max_tokens": 200,
+        "repeat_penalty": 1.0,
+    }
+    want = plain_llama(smollm, n_ctx=2048).create_chat_completion(**request, temperature=0.0)
+    proc, port, _ = _start(smollm, tmp_path, "--rules", rules, "--no-policy")
+    try:
+        got = _post(port, "/v1/chat/completions", {**request, "temperature": 0}, timeout=300)
+        _, stats = _status(port, "/ngramdraft/stats")
+    finally:
+        _stop(proc)
+    assert got["choices"][0]["message"]["content"] == want["choices"][0]["message"]["content"]
+    assert stats["accepted_tokens"] > 0

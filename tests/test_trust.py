@@ -312,10 +312,16 @@ def test_the_package_declares_its_types():
 
 
 @pytest.mark.skipif(numba.config.DISABLE_JIT, reason="the coverage run compiles nothing")
-def test_a_run_says_it_compiles_when_numba_compiles_and_only_then(static_file, tmp_path):
-    """Before, the notice looked for llama.cpp's replay kernel in the cache: a command that
-    compiles nothing, and every run of a user of the suffix rules alone, printed it."""
-    env = {**os.environ, "NUMBA_CACHE_DIR": str(tmp_path / "numba-cache")}
+def test_an_installation_says_it_compiles_once(static_file, tmp_path):
+    """The first run that compiles says so, and compiles what the other commands need too:
+    before, the README's first command (build-static, then replay) said "once for this
+    installation" twice. And a run that compiles nothing says nothing (before, the notice
+    looked for one kernel's cache file, and every run of the suffix rules alone printed it)."""
+    env = {
+        **os.environ,
+        "NUMBA_CACHE_DIR": str(tmp_path / "numba-cache"),  # a new installation's cache
+        "NGRAMDRAFT_CACHE": str(tmp_path / "ngramdraft-cache"),
+    }
 
     def run(*args):
         done = subprocess.run(
@@ -329,5 +335,10 @@ def test_a_run_says_it_compiles_when_numba_compiles_and_only_then(static_file, t
 
     assert run("inspect", static_file) == ""  # reads a header: no kernel
     cold = run("inspect", static_file, "--verify")  # checks spans with a kernel
-    assert cold.startswith("ngramdraft: compiling the kernels") and cold.count("\n") == 1
+    assert cold.startswith("ngramdraft: compiling the kernels, once") and cold.count("\n") == 1
     assert run("inspect", static_file, "--verify") == ""  # the same kernel, now cached
+    tokens = tmp_path / "t.i32"
+    np.tile(np.arange(50, dtype="<i4"), 40).tofile(tokens)
+    for rules in ("llamacpp", "suffix"):  # kernels of other commands: compiled then too
+        assert run("build-static", tokens, "-o", tmp_path / "s.ngd", "-q") == ""
+        assert run("replay", tokens, "--rules", rules, "-c", "256", "-q") == ""

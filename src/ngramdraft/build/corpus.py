@@ -9,7 +9,7 @@ from typing import Any
 
 from ..errors import InvalidParameterError
 from ..files.tokens import RAW_SUFFIXES
-from ..tokenizers import Tokenizer, identity, load_tokenizer
+from ..tokenizers import Tokenizer, identity, load_tokenizer, needs_tokenizer
 from .counting import TokenTriples
 from .sources import Source, TextFiles, TokenFiles
 
@@ -35,7 +35,7 @@ class Corpus:
                 "--separate-documents needs text: token files carry no documents"
             )
         if self.source.is_text and not self.tokenizer:
-            raise InvalidParameterError("text needs --tokenizer NAME")
+            raise InvalidParameterError(needs_tokenizer("text"))
 
     @classmethod
     def of(

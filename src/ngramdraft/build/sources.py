@@ -40,7 +40,7 @@ import numpy as np
 from ..errors import CorpusError, InvalidParameterError
 from ..files.tokens import TokenFile
 from ..progress import Progress
-from ..tokenizers import Tokenizer, load_tokenizer
+from ..tokenizers import Tokenizer, load_tokenizer, needs_tokenizer
 from .tokenize import BATCH_CHARS, TextBatch, cache_dir, encode, tokenize
 
 BUILDERS = {
@@ -153,13 +153,13 @@ class _Texts(abc.ABC):
         self, tokenizer: Tokenizer | None, token_cache: str | None, *, quiet: bool = True
     ) -> list[Stream]:
         if tokenizer is None:
-            raise InvalidParameterError("text needs --tokenizer NAME")
+            raise InvalidParameterError(needs_tokenizer("text"))
         tokens, starts = tokenize(self, tokenizer, cache_dir(token_cache), quiet=quiet)
         return [(tokens, starts)]
 
     def shard_tokens_of(self, shard: Shard, tokenizer: str | None) -> tuple[np.ndarray, np.ndarray]:
         if tokenizer is None:
-            raise InvalidParameterError("text needs --tokenizer NAME")
+            raise InvalidParameterError(needs_tokenizer("text"))
         ids, starts, n = [np.zeros(0, dtype=np.int32)], [NO_STARTS], 0
         for part, doc_starts in encode(self.shard_batches(shard), _tokenizer(tokenizer)):
             ids.append(np.asarray(part, dtype=np.int32))

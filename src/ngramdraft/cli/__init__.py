@@ -21,7 +21,7 @@ from numba.core.event import Event, Listener, install_listener
 
 from .._version import __version__
 from ..errors import NgramdraftError, NgramdraftWarning
-from . import build, engines, files, replay
+from . import build, compiled, engines, files, replay
 
 GROUPS = (build, replay, files, engines)
 
@@ -46,7 +46,9 @@ class CompileNotice(Listener):
     numba raises ``numba:compile`` only for what its disk cache misses, so a
     run whose kernels are cached, or that needs none, says nothing (a check
     for one kernel's cache file said it on every run that never used that
-    kernel: every run of a user of the suffix rules alone).
+    kernel: every run of a user of the suffix rules alone). The first run that
+    compiles compiles the rest too (``compiled.py``): one notice per
+    installation.
     """
 
     def __init__(self) -> None:
@@ -55,12 +57,8 @@ class CompileNotice(Listener):
     def on_start(self, event: Event) -> None:
         if not self.said:  # numba compiles under its global lock: one notice
             self.said = True
-            print(
-                "ngramdraft: compiling the kernels this run needs, once for this installation "
-                "(up to a minute; later runs load them in under a second)",
-                file=sys.stderr,
-                flush=True,
-            )
+            notice = compiled.NOTICE_AGAIN if compiled.compiled() else compiled.NOTICE
+            print(notice, file=sys.stderr, flush=True)
 
     def on_end(self, event: Event) -> None:
         pass
@@ -100,10 +98,13 @@ def main(argv: list[str] | None = None) -> int:
     _escape_what_cannot_print()
     args = _parser().parse_args(argv)
     try:
-        with warnings.catch_warnings(), install_listener("numba:compile", CompileNotice()):
+        notice = CompileNotice()
+        with warnings.catch_warnings(), install_listener("numba:compile", notice):
             warnings.simplefilter("always", NgramdraftWarning)
             warnings.showwarning = _warn_with(warnings.showwarning)
             args.run(args)
+        if notice.said and not compiled.compiled():
+            compiled.compile_the_rest()  # what the next commands need, under the same notice
     except BrokenPipeError:
         # The reader went away (`ngramdraft inspect X | head`): stop quietly, as
         # coreutils do, and keep the interpreter's final flush from failing again.

@@ -14,6 +14,7 @@ from ..caches.static import StaticCache
 from ..errors import EmptyCacheWarning, InvalidParameterError
 from ..files.atomic import atomic_output, write_array
 from ..files.tokens import RAW_SUFFIXES
+from ..tokenizers import CHOICES
 from .args import parse_size, say, subcommand
 
 CHUNK_TOKENS = 1 << 24  # tokens copied at a time into the token file
@@ -121,8 +122,7 @@ def _add_corpus_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--tokenizer",
         metavar="NAME",
-        help="bundled encoding (llama3, qwen3, cl100k_base, o200k_base), a GGUF model "
-        "(MODEL.gguf: its own vocabulary), a tokenizer.json path, or a hub name",
+        help=f"what makes text tokens: {CHOICES}",
     )
     g.add_argument(
         "--separate-documents",

@@ -12,7 +12,7 @@ from ..drafting.replay import replay
 from ..errors import InvalidParameterError
 from ..files.atomic import atomic_output, write_array
 from ..files.tokens import RAW_SUFFIXES, TokenFile
-from ..tokenizers import load_tokenizer
+from ..tokenizers import CHOICES, load_tokenizer, needs_tokenizer
 from .args import add_cache_arguments, subcommand
 
 
@@ -33,8 +33,7 @@ def register(sub: Any) -> None:
     r.add_argument(
         "--tokenizer",
         metavar="NAME",
-        help="tokenize a text file (and check the cache): a bundled name, "
-        "MODEL.gguf or tokenizer.json",
+        help=f"tokenize a text file (and check the cache's tokenizer): {CHOICES}",
     )
     r.add_argument("--token-cache", metavar="DIR", help="where tokenized texts are kept")
     add_cache_arguments(
@@ -53,7 +52,7 @@ def replay_command(args: argparse.Namespace) -> None:
     if Path(args.tokens).suffix in (*RAW_SUFFIXES, ".npy"):
         tokens = TokenFile(args.tokens)
     elif tokenizer is None:
-        raise InvalidParameterError(f"{args.tokens}: a text file needs --tokenizer NAME")
+        raise InvalidParameterError(needs_tokenizer(f"{args.tokens}, a text file,"))
     else:
         tokens, _ = tokenize(
             TextFiles([args.tokens]), tokenizer, cache_dir(args.token_cache), quiet=True
@@ -87,7 +86,10 @@ def replay_command(args: argparse.Namespace) -> None:
         f"{summary['us_per_drafted']:.3f} us per drafted token"
     )
     print(f"{'t_load':<16}= {summary['t_load_ms']:.2f} ms (opening the caches)")
-    print(f"{'t_startup':<16}= {summary['t_startup_ms']:.2f} ms (loading the compiled kernels)")
+    print(
+        f"{'t_startup':<16}= {summary['t_startup_ms']:.2f} ms "
+        "(loading the kernels; compiling them, on a first run)"
+    )
     print()
     print(
         textwrap.fill(

@@ -28,6 +28,8 @@ if TYPE_CHECKING:
     from numpy.typing import ArrayLike
 
     from ..caches.base import Cache
+    from ..caches.requests import RequestMemory
+    from ..caches.suffix_corpus import SuffixCorpus
 
 
 @dataclass
@@ -78,8 +80,8 @@ def replay(
     tokens: "ArrayLike | str | os.PathLike[str]",
     n_ctx: int = 4096,
     n_draft: int = 8,
-    static: "Cache | str | os.PathLike[str] | None" = None,
-    dynamic: "Cache | str | os.PathLike[str] | None" = None,
+    static: "Cache | SuffixCorpus | str | os.PathLike[str] | None" = None,
+    dynamic: "Cache | RequestMemory | str | os.PathLike[str] | None" = None,
     *,
     dump: bool = False,
     quiet: bool = True,

@@ -109,10 +109,19 @@ def tokenizer_kind(name: str | os.PathLike[str]) -> str:
         return "huggingface"
     close = difflib.get_close_matches(name.lower(), BUNDLED, n=3, cutoff=0.5)
     hint = f"did you mean {' or '.join(repr(c) for c in close)}? " if close else ""
-    raise CorpusError(
-        f"unknown tokenizer {name!r}: {hint}Use a bundled encoding ({', '.join(BUNDLED)}), "
-        "MODEL.gguf, the path of a tokenizer.json, or a hub id such as owner/name"
-    )
+    raise CorpusError(f"unknown tokenizer {name!r}: {hint}Use {CHOICES}")
+
+
+# What a tokenizer name may be, in words: every message and help text that asks for one.
+CHOICES = (
+    f"a bundled encoding ({', '.join(BUNDLED)}), MODEL.gguf (a model's own vocabulary), "
+    "the path of a tokenizer.json, or a hub id such as owner/name"
+)
+
+
+def needs_tokenizer(what: str) -> str:
+    """The message for text given without a tokenizer."""
+    return f"{what} needs --tokenizer NAME to become tokens: {CHOICES}"
 
 
 def looks_like_hub_id(name: str) -> bool:

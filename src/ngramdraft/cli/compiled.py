@@ -1,0 +1,194 @@
+"""The kernels compiled once for an installation, by the first command that needs one.
+
+numba compiles a kernel at its first call and caches the machine code (beside
+the sources, or in ``NUMBA_CACHE_DIR``). Left to itself, each of a user's
+first commands would compile what it needs, each slow and each saying so.
+Instead the first command that compiles anything says so (the command line's
+notice, ``cli/__init__.py``) and, its own work done, compiles every other
+kernel the commands and the drafting objects call, by running each on tiny
+inputs (:func:`exercise`, one part per process so that the cores share the
+work); then it leaves a mark, and later commands only load. The mark's name
+holds what decides whether numba's cache still holds: ngramdraft's version,
+its sources' sizes and times, numba's cache folder. After an upgrade or an
+edit the next command compiles again, and says so again.
+"""
+
+import contextlib
+import io
+import os
+import tempfile
+from collections.abc import Callable
+from concurrent.futures import ProcessPoolExecutor
+from multiprocessing import get_context
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+import xxhash
+
+from .._version import __version__
+from ..build.tokenize import cache_dir
+
+if TYPE_CHECKING:
+    from ..drafting.batch import BatchDrafter
+    from ..drafting.drafter import Drafter
+
+PACKAGE = Path(__file__).resolve().parents[1]
+NOTICE = (
+    "ngramdraft: compiling the kernels, once for this installation "
+    "(a minute or two; later runs load them in under a second)"
+)
+# A compilation after the mark: a kind of input the exercise does not make.
+NOTICE_AGAIN = "ngramdraft: compiling a kernel this run needs (once: later runs load it)"
+
+
+def mark() -> Path:
+    """The file whose presence says this installation's kernels are compiled."""
+    sources = sorted(PACKAGE.rglob("*.py"))
+    h = xxhash.xxh3_64(__version__.encode())
+    for path in sources:
+        st = path.stat()
+        h.update(f"{path.relative_to(PACKAGE)} {st.st_size} {st.st_mtime_ns}\n".encode())
+    where = os.environ.get("NUMBA_CACHE_DIR", "default")
+    h.update(where.encode())
+    return cache_dir() / "compiled" / f"{h.hexdigest()}.done"
+
+
+def compiled() -> bool:
+    """Whether this installation's kernels were all compiled (and its sources not changed)."""
+    return mark().exists()
+
+
+def compile_the_rest() -> None:
+    """Compile every kernel not compiled yet, then mark the installation."""
+    done = mark()
+    parts = list(PARTS)
+    workers = max(1, min(len(parts), os.cpu_count() or 1))
+    # Fresh processes (spawn): each compiles its part and writes numba's cache,
+    # which this process and every later one then load.
+    with ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as pool:
+        for _ in pool.map(exercise, parts):
+            pass
+    with contextlib.suppress(OSError):  # a read-only home: the notice again next time
+        done.parent.mkdir(parents=True, exist_ok=True)
+        done.touch()
+
+
+def exercise(part: str) -> None:
+    """Run one part's entry points on tiny inputs, in a folder that is then removed."""
+    with tempfile.TemporaryDirectory(prefix="ngramdraft-compile-") as folder:
+        PARTS[part](Path(folder))
+
+
+def _stream() -> np.ndarray:
+    rng = np.random.default_rng(0)
+    noise = rng.integers(0, 200, 1200)
+    return np.concatenate([noise, np.tile(np.arange(200, 240), 30), noise[:400]]).astype(np.int32)
+
+
+def _drive(drafter: "Drafter", stream: np.ndarray) -> None:
+    """A drafter's every call: start, draft, accept (one token, many), sync, rewind, finish."""
+    drafter.start(stream[:50])
+    for i in range(50, 120):
+        drafter.draft()
+        drafter.accept([int(stream[i])])
+    drafter.accept(stream[120:140])
+    drafter.rewind(5)
+    drafter.sync(stream[:200])
+    drafter.finish()
+    drafter.sync(stream[300:400])
+    drafter.finish()
+
+
+def _drive_batch(batch: "BatchDrafter", stream: np.ndarray, n: int) -> None:
+    """A batch's every call over n sequences (from PARALLEL_FROM on: the threaded kernels)."""
+    ids = list(range(n))
+    for i in ids:
+        batch.add(i, stream[i : i + 60])
+    tokens, lengths = batch.draft(ids)
+    batch.accept(ids, tokens, lengths)
+    batch.accept(ids, [stream[i + 60 : i + 62] for i in ids])
+    table = np.stack([stream[i : i + 90] for i in ids]).astype(np.int32)
+    batch.sync(ids, table, np.full(n, 90))
+    batch.rewind(0, 3)
+    for i in ids:
+        batch.finish(i)
+
+
+def _llamacpp(folder: Path) -> None:
+    from .. import (
+        AdaptiveLength,
+        BatchDrafter,
+        CostAwareLength,
+        Drafter,
+        NgramCache,
+        StaticCache,
+        replay,
+    )
+
+    stream = _stream()
+    StaticCache.build(stream, folder / "s.ngd")
+    static = StaticCache.open(folder / "s.ngd")
+    static.verify(deep=True)
+    StaticCache.merge([static, folder / "s.ngd"], folder / "m.ngd")
+    dynamic = NgramCache()
+    dynamic.update(stream)
+    dynamic.save(folder / "d.ngd")
+    dynamic.save(folder / "d.bin", "llamacpp")
+    NgramCache.load(folder / "d.bin").merge(NgramCache.load(folder / "d.ngd"))
+    StaticCache.from_llamacpp(folder / "d.bin", folder / "c.ngd")
+    replay(stream, 256, 8, static, folder / "d.ngd", dump=True)
+    replay(stream, 256, 8, folder / "c.ngd")
+    for policy in (None, AdaptiveLength(), CostAwareLength([1.0] + [1.2] * 8)):
+        _drive(Drafter(static, folder / "d.ngd", policy=policy), stream)
+    for n in (4, 40):
+        _drive_batch(BatchDrafter(static, NgramCache(), max_seqs=n), stream, n)
+
+
+def _suffix(folder: Path) -> None:
+    from .. import BatchDrafter, CostAwareLength, Drafter, RequestMemory, SuffixCorpus, replay
+
+    stream = _stream()
+    SuffixCorpus.build(stream, folder / "c.ngd")
+    corpus = SuffixCorpus.open(folder / "c.ngd")
+    corpus.verify(deep=True)
+    memory = RequestMemory()
+    memory.add(stream[:500])
+    memory.save(folder / "r.ngd")
+    replay(stream, 256, 8, corpus, folder / "r.ngd", rules="suffix", dump=True)
+    for policy in (None, CostAwareLength()):
+        _drive(Drafter(corpus, folder / "r.ngd", rules="suffix", policy=policy), stream)
+    _drive(Drafter(rules="suffix", n_draft=32), stream)
+    for n in (4, 40):
+        _drive_batch(BatchDrafter(corpus, memory, rules="suffix", max_seqs=n), stream, n)
+
+
+def _commands(folder: Path) -> None:
+    """The commands' own paths (token files in, every kind of file out)."""
+    from . import _parser
+
+    t, s, x, b = (str(folder / name) for name in ("t.i32", "s.ngd", "x.ngd", "s.bin"))
+    _stream().astype("<i4").tofile(t)
+    commands = [
+        ["build-static", t, "-o", s, "-q"],
+        ["build-static", t, "--suffix", "-o", x, "-q"],
+        ["merge-static", s, s, "-o", str(folder / "m.ngd"), "-q"],
+        ["replay", t, "--static", s, "-c", "256", "-q"],
+        ["replay", t, "--rules", "suffix", "--static", x, "-c", "256", "-q"],
+        ["convert", s, "--to-llamacpp", "-o", b],
+        ["convert", b, "-o", str(folder / "c.ngd")],
+        ["merge-dynamic", b, "-o", str(folder / "d.ngd")],
+        ["inspect", s, "--verify"],
+        ["inspect", x, "--verify"],
+    ]
+    with contextlib.redirect_stdout(io.StringIO()):
+        for argv in commands:
+            args = _parser().parse_args(argv)
+            args.run(args)
+
+
+PARTS: dict[str, Callable[[Path], None]] = {
+    "llamacpp": _llamacpp,
+    "suffix": _suffix,
+    "commands": _commands,
+}
