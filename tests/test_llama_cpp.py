@@ -187,16 +187,30 @@ def test_the_hosts_completion_api_drafts_through_ngramdrafts_loop(tiny_gguf):
     )
 
 
-def test_a_longer_prompt_reuses_the_model_state_and_stays_lossless(tiny_gguf, prompt, reference):
+def test_a_longer_prompt_reuses_the_model_state_and_stays_lossless(
+    tiny_gguf, prompt, reference, monkeypatch
+):
     """A conversation's next turn extends the last sequence: its common prefix is not
     evaluated again, and the output is a fresh model's."""
+    from ngramdraft.integrations.llama_cpp_decode import Decoder
+
+    evaluated = []  # each prompt's positions that ngramdraft's loop evaluates
+    real = Decoder.prompt
+
+    def prompt_pass(self, tokens):
+        evaluated.append(len(tokens))
+        return real(self, tokens)
+
+    monkeypatch.setattr(Decoder, "prompt", prompt_pass)
     ours = load_llama(tiny_gguf, draft_model=NgramDraftModel(), n_ctx=2048)
     first = generate(ours, prompt, 100, ours.draft_model)
     turn = [*prompt, *first.tokens, *prompt]
     again = generate(ours, turn, 100, ours.draft_model)
     fresh = generate(load_llama(tiny_gguf, n_ctx=2048), turn, 100)
     assert again.tokens == fresh.tokens
-    assert again.prompt_seconds < fresh.prompt_seconds  # timing, but by a factor of several
+    # The first turn whole; of the second only what follows the state kept (the last
+    # generated token was never evaluated, and the prompt's last position is, for its logits).
+    assert evaluated == [len(prompt), evaluated[1]] and evaluated[1] <= len(prompt) + 2
 
 
 def test_stopping_criteria_see_each_tokens_row(tiny_gguf, prompt, reference):

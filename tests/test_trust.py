@@ -181,7 +181,13 @@ def test_leftovers_of_a_failed_write_are_removed_at_once(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
-def test_misspelled_tokenizer_fails_fast_with_close_matches(static_file, tmp_path):
+def test_misspelled_tokenizer_fails_fast_with_close_matches(static_file, tmp_path, monkeypatch):
+    import ngramdraft.tokenizers.huggingface as hub
+
+    def never(*args):  # a misspelled name fails on its name: it never goes to the hub
+        raise AssertionError("the hub was asked")
+
+    monkeypatch.setattr(hub.HFTokenizer, "__init__", never)
     for call in (
         lambda: StaticCache.open(
             StaticCache.build(PATTERN, tmp_path / "t.ngd", meta={"tokenizer": _ident()}).path,
@@ -189,10 +195,8 @@ def test_misspelled_tokenizer_fails_fast_with_close_matches(static_file, tmp_pat
         ),
         lambda: Drafter(static=static_file, tokenizer="Llama3"),
     ):
-        t0 = time.perf_counter()
         with pytest.raises(CorpusError, match="did you mean 'llama3'"):
             call()
-        assert time.perf_counter() - t0 < 1.0
     # A recorded name is checked by name, without loading anything.
     cache = StaticCache.open(tmp_path / "t.ngd")
     cache.check_tokenizer("llama3")
@@ -284,10 +288,9 @@ def test_replay_explains_its_figures_and_times_startup_apart(cli, tmp_path):
 
 
 def test_help_describes_every_command_and_option():
-    from ngramdraft.cli import _parser
+    from ngramdraft.cli.parser import parser
 
-    parser = _parser()
-    commands = parser._subparsers._group_actions[0].choices
+    commands = parser()._subparsers._group_actions[0].choices
     assert {"build-static", "replay", "generate", "serve", "convert", "inspect"} <= set(commands)
     for name, sub in commands.items():
         text = sub.format_help()

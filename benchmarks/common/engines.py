@@ -34,7 +34,7 @@ THREADS = 2
 N_CTX = 8192
 # Each drafter's longest draft (the copy ceiling is taken at it): ngramdraft's
 # engine defaults, the hosts' own.
-N_DRAFT = {"llamacpp": 8, "suffix": 32, "lookup": 10, "ngram": 8}
+N_DRAFT = {"llamacpp": 8, "suffix": 32, "lookup": 10, "ngram": 8, "suffixdecoding": 24}
 
 
 @dataclass
@@ -338,10 +338,11 @@ class TransformersAnswering:
 
 class Vllm:
     name = "vllm"
-    drafters = ("none", "ngram", "llamacpp", "suffix")
+    drafters = ("none", "ngram", "suffixdecoding", "llamacpp", "suffix")
     labels: ClassVar[dict[str, str]] = {
         "none": "no drafting",
         "ngram": "vLLM's `ngram` method (8 tokens, n-grams 2-4)",
+        "suffixdecoding": "vLLM's `suffix` method (SuffixDecoding, its defaults: up to 24 tokens)",
         "llamacpp": "ngramdraft's proposer, llama.cpp's rules",
         "suffix": 'ngramdraft\'s proposer, `rules="suffix"` (8 tokens)',
     }
@@ -362,6 +363,9 @@ class Vllm:
                 "prompt_lookup_max": 4,
                 "prompt_lookup_min": 2,
             }
+        elif drafter == "suffixdecoding":
+            # arctic-inference's core on PYTHONPATH (real_model.py's driver sets it).
+            spec = {"method": "suffix"}
         elif drafter != "none":
             os.environ["NGRAMDRAFT_RULES"] = rules_of(drafter)
             spec = {

@@ -34,8 +34,8 @@ def _sdist():
     return path
 
 
-def suffix_decoding():
-    """arctic_inference.suffix_decoding, built here on first use."""
+def _built():
+    """The sdist's ``arctic_inference/suffix_decoding`` folder, its ``_C`` module built."""
     src = ROOT / f"arctic_inference-{VERSION}"
     package = src / "arctic_inference" / "suffix_decoding"
     if not list(package.glob("_C*.so")):
@@ -52,12 +52,35 @@ def suffix_decoding():
         (package / next(build.glob("_C*.so")).name).write_bytes(
             next(build.glob("_C*.so")).read_bytes()
         )
+    return package
+
+
+def suffix_decoding():
+    """arctic_inference.suffix_decoding, built here on first use."""
+    package = _built()
     # Only the suffix_decoding subpackage: the package's own __init__ imports CUDA parts.
     spec = importlib.util.spec_from_file_location(
         "arctic_inference",
-        src / "arctic_inference" / "__init__.py",
-        submodule_search_locations=[str(src / "arctic_inference")],
+        package.parent / "__init__.py",
+        submodule_search_locations=[str(package.parent)],
     )
     parent = importlib.util.module_from_spec(spec)
     sys.modules["arctic_inference"] = parent  # not executed: its __init__ wants vLLM
     return importlib.import_module("arctic_inference.suffix_decoding")
+
+
+def suffix_decoding_path():
+    """A folder for ``PYTHONPATH`` in which ``import arctic_inference.suffix_decoding`` finds
+    the built package: what vLLM's ``suffix`` method imports, in vLLM's own processes.
+
+    The package's ``__init__`` is replaced by an empty one (it imports the CUDA
+    parts); ``suffix_decoding`` itself is the sdist's, unchanged.
+    """
+    package = _built()
+    folder = ROOT / "path"
+    shim = folder / "arctic_inference"
+    if not (shim / "suffix_decoding").exists():
+        shim.mkdir(parents=True, exist_ok=True)
+        (shim / "__init__.py").write_text("")
+        (shim / "suffix_decoding").symlink_to(package, target_is_directory=True)
+    return folder

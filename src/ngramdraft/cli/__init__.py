@@ -2,13 +2,12 @@
 
 ``build`` (build-static, merge-static), ``replay``, ``files`` (convert,
 inspect, merge-dynamic) and ``engines`` (generate, serve) each declare their
-options beside their bodies; ``args`` holds what several share. Here: the
-parser that gathers them, and how failures reach the user. Every failure the
+options beside their bodies; ``args`` holds what several share, ``parser``
+gathers them. Here: how failures reach the user. Every failure the
 library can name becomes one line on stderr, ``ngramdraft: error: ...``,
 and exit status 1 (2 for usage errors).
 """
 
-import argparse
 import io
 import os
 import signal
@@ -19,25 +18,9 @@ from typing import Any
 
 from numba.core.event import Event, Listener, install_listener
 
-from .._version import __version__
 from ..errors import NgramdraftError, NgramdraftWarning
-from . import build, compiled, engines, files, replay
-
-GROUPS = (build, replay, files, engines)
-
-
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
-        prog="ngramdraft",
-        description="Prompt-lookup (n-gram) speculative drafting with llama.cpp's rules: build "
-        "caches, replay texts as llama.cpp's lookup-stats does, generate and serve with a model.",
-        epilog="Run 'ngramdraft COMMAND --help' for a command's options and examples.",
-    )
-    p.add_argument("--version", action="version", version=f"ngramdraft {__version__}")
-    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for group in GROUPS:
-        group.register(sub)
-    return p
+from . import compiled
+from .parser import parser
 
 
 class CompileNotice(Listener):
@@ -96,7 +79,7 @@ def _escape_what_cannot_print() -> None:
 
 def main(argv: list[str] | None = None) -> int:
     _escape_what_cannot_print()
-    args = _parser().parse_args(argv)
+    args = parser().parse_args(argv)
     try:
         notice = CompileNotice()
         with warnings.catch_warnings(), install_listener("numba:compile", notice):

@@ -116,15 +116,12 @@ def _drive_batch(batch: "BatchDrafter", stream: np.ndarray, n: int) -> None:
 
 
 def _llamacpp(folder: Path) -> None:
-    from .. import (
-        AdaptiveLength,
-        BatchDrafter,
-        CostAwareLength,
-        Drafter,
-        NgramCache,
-        StaticCache,
-        replay,
-    )
+    from ..caches.ngram import NgramCache
+    from ..caches.static import StaticCache
+    from ..drafting.batch import BatchDrafter
+    from ..drafting.drafter import Drafter
+    from ..drafting.policy import AdaptiveLength, CostAwareLength
+    from ..drafting.replay import replay
 
     stream = _stream()
     StaticCache.build(stream, folder / "s.ngd")
@@ -146,7 +143,12 @@ def _llamacpp(folder: Path) -> None:
 
 
 def _suffix(folder: Path) -> None:
-    from .. import BatchDrafter, CostAwareLength, Drafter, RequestMemory, SuffixCorpus, replay
+    from ..caches.requests import RequestMemory
+    from ..caches.suffix_corpus import SuffixCorpus
+    from ..drafting.batch import BatchDrafter
+    from ..drafting.drafter import Drafter
+    from ..drafting.policy import CostAwareLength
+    from ..drafting.replay import replay
 
     stream = _stream()
     SuffixCorpus.build(stream, folder / "c.ngd")
@@ -165,7 +167,7 @@ def _suffix(folder: Path) -> None:
 
 def _commands(folder: Path) -> None:
     """The commands' own paths (token files in, every kind of file out)."""
-    from . import _parser
+    from .parser import parser
 
     t, s, x, b = (str(folder / name) for name in ("t.i32", "s.ngd", "x.ngd", "s.bin"))
     _stream().astype("<i4").tofile(t)
@@ -183,7 +185,7 @@ def _commands(folder: Path) -> None:
     ]
     with contextlib.redirect_stdout(io.StringIO()):
         for argv in commands:
-            args = _parser().parse_args(argv)
+            args = parser().parse_args(argv)
             args.run(args)
 
 
