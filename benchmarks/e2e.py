@@ -1,6 +1,6 @@
 """End-to-end speed: tokens per second of a real engine with and without drafting.
 
-    python benchmarks/e2e.py [--quick] [--json] [--rounds R] [--tokens N]
+    python benchmarks/e2e.py [--smoke] [--json] [--rounds R] [--tokens N]
 
 The engine is llama-cpp-python running a random-weight GGUF with
 Qwen2.5-0.5B's transformer, the Llama-3 vocabulary and Q8_0 weights (see
@@ -16,7 +16,7 @@ Drafters, all called through llama-cpp-python's draft-model protocol:
 ``none``, ``lookup`` (llama-cpp-python's ``LlamaPromptLookupDecoding``, 8
 tokens), ``context`` (ngramdraft, no static cache), ``static`` (ngramdraft
 with the Gutenberg static cache: 541 MB of text, or the 25 MB parity corpus
-with ``--quick``) and ``adaptive`` (``static`` with the opt-in
+with ``--smoke``) and ``adaptive`` (``static`` with the opt-in
 ``AdaptiveLength`` policy, beyond llama.cpp's rules). With ``--drafters``
 also: ``cost-aware`` (``static`` with ``CostAwareLength``), ``suffix`` and
 ``suffix-cost-aware`` (``rules="suffix"``, without and with

@@ -155,7 +155,7 @@ def summarize(runs, costs, margins):
         entry["decode_tokens_per_s"] = harness.spread(
             [(r["tokens"] - r["requests"]) / r["decode_s"] for r in mine]
         )
-        k = engines.N_DRAFT.get(engines.rules_of(drafter))
+        k = engines.longest_draft(drafter)
         none = base.get((0, model, workload))
         if none is not None and k is not None:
             entry["ceiling_tokens_per_pass"] = _ceiling(none["rows"], k)

@@ -1,6 +1,6 @@
 """Serving: drafting cost per sequence-step with many concurrent sequences.
 
-    python benchmarks/serving.py [--quick] [--json]
+    python benchmarks/serving.py [--sizes 1,8,64,256] [--vllm] [--rounds 3] [--smoke] [--json]
 
 A server's loop, simulated on real text: B sequences run at once (B = 1, 8,
 64, 256), each a stretch of the held-out Gutenberg stream; a third of them
@@ -12,7 +12,7 @@ finishes into the shared dynamic cache and a new one takes its place. Only
 the drafter's calls are timed: ``BatchDrafter.draft`` + ``accept`` for the
 whole batch, against one ``Drafter`` per sequence called in a Python loop;
 ``finish`` (a merge into the dynamic cache) is timed apart, per sequence.
-The static cache is the 541 MB corpus's (``--quick``: the 25 MB parity one).
+The static cache is the 541 MB corpus's (``--smoke``: the 25 MB parity one).
 
 Also measured: one Drafter's draft() + accept() of one token, the call
 pair of a plain decoding loop, and a long-lived dynamic cache's size over

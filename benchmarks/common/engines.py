@@ -62,6 +62,11 @@ def _draft_length(drafter: str) -> int | None:
     return int(tail) if tail.isdigit() else None
 
 
+def longest_draft(drafter: str) -> int | None:
+    """The longest draft ``drafter`` makes: its explicit length, else its rules' default."""
+    return _draft_length(drafter) or N_DRAFT.get(rules_of(drafter))
+
+
 # -- the models ------------------------------------------------------------------
 
 
@@ -382,7 +387,9 @@ class Vllm:
             enforce_eager=True,
             seed=0,
             enable_prefix_caching=False,
-            gpu_memory_utilization=0.2,  # on a CPU: the share of memory its KV cache takes
+            # On a CPU: the share of the memory node that the weights (float32) and the
+            # KV cache may take; at 0.2 the 0.5B model leaves the KV cache nothing.
+            gpu_memory_utilization=0.5,
             disable_log_stats=False,  # the spec-decode counters
         )
         return VllmAnswering(llm)

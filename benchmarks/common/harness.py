@@ -23,6 +23,7 @@ import contextlib
 import json
 import os
 import platform
+import re
 import shlex
 import statistics
 import subprocess
@@ -75,6 +76,9 @@ def parser(description: str, *, rounds: int = 3) -> argparse.ArgumentParser:
     return p
 
 
+_ERROR = re.compile(r"\b\w*(Error|Exception)\b|\bERROR\b")
+
+
 def fresh(
     script: str | Path,
     spec: dict[str, Any],
@@ -93,7 +97,11 @@ def fresh(
         command, capture_output=True, text=True, env=None if env is None else {**os.environ, **env}
     )
     if done.returncode != 0:
-        tail = "\n".join(done.stderr.strip().splitlines()[-25:])
+        lines = done.stderr.strip().splitlines()
+        # A worker's own processes (vLLM's engine core) fail first, and the worker's
+        # traceback then says "see root cause above": their errors head the message.
+        causes = [line for line in lines[:-25] if _ERROR.search(line)][-10:]
+        tail = "\n".join([*causes, *(["..."] if causes else []), *lines[-25:]])
         raise WorkerFailed(
             f"{Path(script).name} worker {json.dumps(spec)} exited with {done.returncode}:\n{tail}"
         )
