@@ -349,7 +349,7 @@ class Vllm:
         "ngram": "vLLM's `ngram` method (8 tokens, n-grams 2-4)",
         "suffixdecoding": "vLLM's `suffix` method (SuffixDecoding, its defaults: up to 24 tokens)",
         "llamacpp": "ngramdraft's proposer, llama.cpp's rules",
-        "suffix": 'ngramdraft\'s proposer, `rules="suffix"` (8 tokens)',
+        "suffix": 'ngramdraft\'s proposer, `rules="suffix"` (32 tokens)',
     }
 
     def __init__(self, model: str, quantization: str | None = None) -> None:
@@ -375,7 +375,10 @@ class Vllm:
             os.environ["NGRAMDRAFT_RULES"] = rules_of(drafter)
             spec = {
                 "method": "custom_class",
-                "num_speculative_tokens": 8,
+                # vLLM's own work per step dominates on a CPU (a step verifying 8 drafted
+                # tokens took 1.1x a plain one, real_model/2026-12-03-201537): the rules'
+                # engine length.
+                "num_speculative_tokens": longest_draft(drafter),
                 "model": "ngramdraft.integrations.vllm.NgramProposer",
             }
         llm = LLM(

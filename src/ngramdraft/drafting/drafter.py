@@ -102,8 +102,9 @@ class Drafter:
     def _init_policy(self, policy: Policy | None) -> None:
         self._policy = None if policy is None else copy.deepcopy(policy)
         self._last = _NONE  # the last draft, while a policy waits to see it verified
-        # Whole drafts (position, tokens) whose outcome a learning policy awaits.
-        self._shadows: list[tuple[int, np.ndarray]] | None = (
+        # Whole drafts (position, tokens, tokens known so far) whose outcome a learning
+        # policy awaits.
+        self._shadows: list[tuple[int, np.ndarray, int]] | None = (
             [] if isinstance(self._policy, Learns) else None
         )
 
@@ -196,7 +197,7 @@ class Drafter:
         if self._shadows is not None and len(full):
             if len(self._shadows) >= MAX_SHADOWS:  # drafts again and again, accepting nothing
                 del self._shadows[0]
-            self._shadows.append((self._n, full))
+            self._shadows.append((self._n, full, 0))
         return self._last.copy()
 
     def _forget_drafts(self) -> None:
@@ -221,22 +222,25 @@ class Drafter:
             policy.observe(len(last), int(wrong[0]) if len(wrong) else m)
 
     def _learn(
-        self, policy: Learns, shadows: list[tuple[int, np.ndarray]]
-    ) -> list[tuple[int, np.ndarray]]:
-        """Tell a learning policy how many leading tokens of each whole draft proved right.
+        self, policy: Learns, shadows: list[tuple[int, np.ndarray, int]]
+    ) -> list[tuple[int, np.ndarray, int]]:
+        """Tell a learning policy what the sequence now shows of each whole draft.
 
-        A draft made at position n0 is settled once the sequence shows its
-        first wrong token, or all of it: the tokens it did not submit too.
-        Returns the drafts still waiting.
+        A draft made at position n0 is told token by token as the sequence
+        grows past n0, the tokens it did not submit too, and settled at its
+        first wrong token or its end. Returns the drafts still waiting.
         """
         n, waiting = self._n, []
-        for n0, full in shadows:
+        for n0, full, told in shadows:
             known = min(n - n0, len(full))
-            wrong = np.flatnonzero(full[:known] != self._held[n0 : n0 + known])
-            if len(wrong) or known == len(full):
-                policy.learn(len(full), int(wrong[0]) if len(wrong) else known)
-            else:
-                waiting.append((n0, full))
+            wrong = np.flatnonzero(full[told:known] != self._held[n0 + told : n0 + known])
+            if len(wrong):
+                policy.learn(len(full), told, told + int(wrong[0]), True)
+                continue
+            if known > told:
+                policy.learn(len(full), told, known, False)
+            if known < len(full):
+                waiting.append((n0, full, known))
         return waiting
 
     def _require_started(self) -> None:

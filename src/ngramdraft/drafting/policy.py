@@ -15,9 +15,13 @@ The protocol, :class:`Policy` (a Drafter keeps its own copy of the policy):
   submit (0: none);
 * ``observe(submitted, accepted)``: at the next accept, how many of the
   submitted tokens the model accepted;
-* ``learn(full, matched)`` (optional, :class:`Learns`): once the sequence
-  shows it, how many leading tokens of a whole draft were right, submitted
-  or not.
+* ``learn(full, start, right, wrong)`` (optional, :class:`Learns`): as the
+  sequence shows it, what became of a whole draft's tokens, submitted or
+  not: tokens ``start`` .. ``right - 1`` (0-based) of a draft of ``full``
+  tokens proved right and, if ``wrong``, token ``right`` wrong (the draft is
+  then settled). Each call follows on from the last one for that draft
+  (its first has ``start == 0``), so a policy hears at once that a draft's
+  first token failed, not only after its last one proved right.
 
 ``AdaptiveLength``: the length grows by 2 after a draft accepted whole and
 shrinks by 1 after any rejection (transformers' heuristic for assistant
@@ -29,8 +33,9 @@ periodic retry).
 ``CostAwareLength``: given what a forward pass over k tokens costs on your
 engine, submit the number of tokens that promises the most tokens per unit
 of time. It learns, for each length of llama.cpp's draft, how often the
-draft's first j tokens are right, from every draft, including the tokens it
-did not submit (the sequence shows what followed them a few steps later):
+draft's token j is right when the ones before it were, from every draft,
+including the tokens it did not submit (the sequence shows what followed
+them a few steps later):
 so it never needs to pay for a draft to learn about it, and never pauses
 blindly. Given no costs, it learns them too (:class:`TimesPasses`): the engine
 adapters time the passes they see, the time from one draft to the next.
@@ -60,7 +65,7 @@ class Policy(Protocol):
 class Learns(Protocol):
     """A policy that also learns from whole drafts, submitted or not."""
 
-    def learn(self, full: int, matched: int) -> None: ...
+    def learn(self, full: int, start: int, right: int, wrong: bool) -> None: ...
 
 
 @runtime_checkable
@@ -136,19 +141,35 @@ class CostAwareLength:
     between those that were, and, past the largest, as dear as it (a hope
     that makes the policy submit a longer draft and so learn its cost).
 
-    For each length L of llama.cpp's draft the policy keeps decayed counts
-    of how often the first j tokens were right; a draft of L tokens is then
-    cut to the k <= L that maximizes (1 + expected accepted tokens) /
+    For each length L of llama.cpp's draft the policy keeps decayed counts,
+    for each j, of the drafts whose token j is known (the tokens before it
+    right) and of those where it was right too: their ratio, after a prior
+    of one half worth one draft that is never forgotten, is the chance that token j is right given
+    the ones before, and the product of those ratios the chance that the
+    first j are (a Kaplan-Meier estimate). A draft of L tokens is then cut
+    to the k <= L that maximizes (1 + expected accepted tokens) /
     pass_cost[k]: all of it where passes cost about the same whatever their
     size (a GPU), less or nothing where they do not and the drafts of that
     length fail. ``decay`` (0 < decay <= 1) forgets old drafts, so the policy
     follows the text as it changes.
+
+    The counts grow as each token becomes known, not once a draft is
+    settled: a draft right for 30 tokens is known right for its first
+    token one step after it is made, and wrong ones are known at once. Had
+    the policy waited for whole drafts, the drafts made along a passage the
+    model repeats would go on arriving, right, for a draft's length after
+    the passage ended, while every draft made since failed at its first
+    token: on open questions the suffix rules' 32-token drafts then went
+    out whole a score of times in a row, each failing, each costing a
+    pass over 33 tokens.
     """
 
     pass_cost: Sequence[float] | None = None
     decay: float = 0.97
-    _seen: np.ndarray = field(default_factory=lambda: np.ones(0), init=False, repr=False)
-    _hit: np.ndarray = field(default_factory=lambda: np.ones((0, 0)), init=False, repr=False)
+    # [L, j]: decayed counts of the drafts of L tokens whose token j (1-based) is known,
+    # the ones before it right, and of those whose token j was right too.
+    _known: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)), init=False, repr=False)
+    _right: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)), init=False, repr=False)
     _timed: dict[int, deque[float]] = field(default_factory=dict, init=False, repr=False)
     _cost: np.ndarray | None = field(default=None, init=False, repr=False)
 
@@ -172,31 +193,35 @@ class CostAwareLength:
                 f"pass_cost has {len(self.pass_cost)} costs: a drafter of n_draft={n_draft} "
                 f"needs the cost of passes of 1 .. {n_draft + 1} tokens"
             )
-        if len(self._seen) != n_draft + 1:
-            self._seen = np.ones(n_draft + 1)
-            self._hit = np.full((n_draft + 1, n_draft + 1), 0.5)  # a prior of one half
+        if len(self._known) != n_draft + 1:
+            self._known = np.zeros((n_draft + 1, n_draft + 1))
+            self._right = np.zeros((n_draft + 1, n_draft + 1))
             self._cost = None
 
     def length_of(self, full: int) -> int:
         """The k <= full that maximizes (1 + expected accepted) / pass_cost[k]."""
         if full == 0:
             return 0
-        right = self._hit[full, 1 : full + 1] / self._seen[full]  # P(first j tokens right)
-        tokens = 1.0 + np.concatenate(([0.0], np.cumsum(right)))
+        j = slice(1, full + 1)
+        given = (self._right[full, j] + PRIOR) / (self._known[full, j] + 1.0)
+        tokens = 1.0 + np.concatenate(([0.0], np.cumsum(np.cumprod(given))))
         return int(np.argmax(tokens / self._costs()[: full + 1]))
 
     def observe(self, submitted: int, accepted: int) -> None:
         """Nothing to do: learn() sees every draft whole."""
 
-    def learn(self, full: int, matched: int) -> None:
-        """The first ``matched`` tokens of a draft of ``full`` tokens were right."""
-        self._seen[full] = self._seen[full] * self.decay + 1.0
-        self._hit[full] *= self.decay
-        self._hit[full, 1 : matched + 1] += 1.0
+    def learn(self, full: int, start: int, right: int, wrong: bool) -> None:
+        """Tokens ``start`` .. ``right - 1`` of a draft of ``full`` tokens proved right and,
+        if ``wrong``, token ``right`` wrong (0-based)."""
+        if start == 0:  # a new draft's first news: older drafts of its length weigh less
+            self._known[full] *= self.decay
+            self._right[full] *= self.decay
+        self._known[full, start + 1 : right + 1 + wrong] += 1.0
+        self._right[full, start + 1 : right + 1] += 1.0
 
     def observe_pass(self, n_tokens: int, seconds: float) -> None:
         """A forward pass over ``n_tokens`` tokens took ``seconds`` (learned costs only)."""
-        if self.pass_cost is not None or not (seconds > 0 and 1 <= n_tokens < len(self._seen) + 1):
+        if self.pass_cost is not None or not (seconds > 0 and 1 <= n_tokens <= len(self._known)):
             return
         self._timed.setdefault(n_tokens, deque(maxlen=PASSES_KEPT)).append(seconds)
         self._cost = None
@@ -206,10 +231,16 @@ class CostAwareLength:
         if self.pass_cost is not None:
             return np.asarray(self.pass_cost)
         if self._cost is None:
-            self._cost = learned_costs(self._timed, len(self._seen))
+            self._cost = learned_costs(self._timed, len(self._known))
         return self._cost
 
 
+# A token's chance to be right before any draft of its length is known. Worth one
+# draft and never forgotten, it keeps a chance drawn from few drafts from being
+# believed: the far tokens of long drafts are known from few, and their product
+# would promise a long draft more than it gives (on open questions, 0.86x of
+# one-token passes against 0.97x, replayed on a trained model's own output).
+PRIOR = 0.5
 PASSES_KEPT = 9  # passes of each size whose fastest is its learned cost
 # Timings a size needs before its cost is believed. Once one pass of a size
 # is thought dear the policy stops submitting drafts of that size, and so
