@@ -102,9 +102,8 @@ class Drafter:
     def _init_policy(self, policy: Policy | None) -> None:
         self._policy = None if policy is None else copy.deepcopy(policy)
         self._last = _NONE  # the last draft, while a policy waits to see it verified
-        # Whole drafts (position, tokens, tokens known so far) whose outcome a learning
-        # policy awaits.
-        self._shadows: list[tuple[int, np.ndarray, int]] | None = (
+        # Whole drafts (position, tokens) whose outcome a learning policy awaits.
+        self._shadows: list[tuple[int, np.ndarray]] | None = (
             [] if isinstance(self._policy, Learns) else None
         )
 
@@ -197,7 +196,7 @@ class Drafter:
         if self._shadows is not None and len(full):
             if len(self._shadows) >= MAX_SHADOWS:  # drafts again and again, accepting nothing
                 del self._shadows[0]
-            self._shadows.append((self._n, full, 0))
+            self._shadows.append((self._n, full))
         return self._last.copy()
 
     def _forget_drafts(self) -> None:
@@ -211,7 +210,7 @@ class Drafter:
         self._observe(policy, new)
         self._append(new)
         if self._shadows and isinstance(policy, Learns):
-            self._shadows = self._learn(policy, self._shadows)
+            self._shadows = self._learn(policy, self._shadows, self._n - len(new))
 
     def _observe(self, policy: Policy, new: np.ndarray) -> None:
         """Tell the policy how much of the last draft the model accepted (new starts with it)."""
@@ -222,17 +221,20 @@ class Drafter:
             policy.observe(len(last), int(wrong[0]) if len(wrong) else m)
 
     def _learn(
-        self, policy: Learns, shadows: list[tuple[int, np.ndarray, int]]
-    ) -> list[tuple[int, np.ndarray, int]]:
-        """Tell a learning policy what the sequence now shows of each whole draft.
+        self, policy: Learns, shadows: list[tuple[int, np.ndarray]], before: int
+    ) -> list[tuple[int, np.ndarray]]:
+        """Tell a learning policy what the tokens since position ``before`` show of each
+        whole draft.
 
         A draft made at position n0 is told token by token as the sequence
         grows past n0, the tokens it did not submit too, and settled at its
-        first wrong token or its end. Returns the drafts still waiting.
+        first wrong token or its end (every append of a drafter with a policy
+        comes here, so a waiting draft was told up to ``before``). Returns the
+        drafts still waiting.
         """
         n, waiting = self._n, []
-        for n0, full, told in shadows:
-            known = min(n - n0, len(full))
+        for n0, full in shadows:
+            told, known = before - n0, min(n - n0, len(full))
             wrong = np.flatnonzero(full[told:known] != self._held[n0 + told : n0 + known])
             if len(wrong):
                 policy.learn(len(full), told, told + int(wrong[0]), True)
@@ -240,7 +242,7 @@ class Drafter:
             if known > told:
                 policy.learn(len(full), told, known, False)
             if known < len(full):
-                waiting.append((n0, full, known))
+                waiting.append((n0, full))
         return waiting
 
     def _require_started(self) -> None:

@@ -144,9 +144,9 @@ class CostAwareLength:
     For each length L of llama.cpp's draft the policy keeps decayed counts,
     for each j, of the drafts whose token j is known (the tokens before it
     right) and of those where it was right too: their ratio, after a prior
-    of one half worth one draft that is never forgotten, is the chance that token j is right given
-    the ones before, and the product of those ratios the chance that the
-    first j are (a Kaplan-Meier estimate). A draft of L tokens is then cut
+    of one half worth one draft that is never forgotten, is the chance that
+    token j is right given the ones before, and the product of those ratios
+    the chance that the first j are (a Kaplan-Meier estimate). A draft of L tokens is then cut
     to the k <= L that maximizes (1 + expected accepted tokens) /
     pass_cost[k]: all of it where passes cost about the same whatever their
     size (a GPU), less or nothing where they do not and the drafts of that
