@@ -23,9 +23,12 @@ Engines and their drafters (``common/engines.py``, ``--engine``):
   ``llamacpp`` ngramdraft with llama.cpp's rules (8 tokens) through
   ngramdraft's loop (``load_llama``), ``llamacpp-host`` through the host's,
   ``llamacpp-cost`` with ``CostAwareLength()``; ``suffix`` the suffix rules as
-  an engine user gets them (32 tokens, the engine's learned pass costs
-  deciding how many to submit), ``suffix-host`` through the host's loop,
-  ``suffix-whole`` without the policy;
+  an engine user gets them (32 tokens, the engine's pass costs, timed at
+  load and learned from its passes, deciding how many to submit),
+  ``suffix-host`` through the host's loop,
+  ``suffix-whole`` without the policy, ``suffix-untimed`` with its pass
+  costs learned from the requests alone (the draft model set after the
+  load, which times none);
 * ``transformers`` (the GGUF read by transformers, float32): ``none``,
   ``lookup`` (its prompt lookup), ``llamacpp``, ``suffix`` and ``suffix-8`` ..
   ``suffix-32`` (whole drafts of that length);
@@ -71,7 +74,10 @@ def _engine(spec):
 
 def run(spec):
     """One drafter answering one workload's sessions, turn by turn, in this process."""
-    answering = _engine(spec).load(spec["drafter"])
+    engine = _engine(spec)  # the model fetched or converted, off the clock
+    t0 = time.perf_counter()
+    answering = engine.load(spec["drafter"])
+    load_s = time.perf_counter() - t0
     engines.warm_up(spec["drafter"])
     rows = []
     for s, session in enumerate(workloads.chat(spec["workload"], spec["smoke"])):
@@ -92,7 +98,7 @@ def run(spec):
                     "draft_lengths": a.draft_lengths,
                 }
             )
-    return {"rows": rows}
+    return {"rows": rows, "load_s": load_s}
 
 
 def work(spec):
@@ -140,7 +146,7 @@ def summarize(runs, costs, margins):
     keys = dict.fromkeys(_key(r) for r in runs)
     for model, workload, drafter in keys:
         mine = [r for r in runs if _key(r) == (model, workload, drafter)]
-        entry = {}
+        entry = {"load_s": harness.spread([r["load_s"] for r in mine])}
         for field in ("prompt_s", "decode_s", "total_s"):
             entry[field] = harness.spread([r[field] for r in mine])
             pairs = [
@@ -204,7 +210,8 @@ def markdown(result):
         "Times are sums over a workload's requests, medians over rounds (range); speedups are "
         "each round's ratio to `none` in the same round. *allowed*: the decode speedup the "
         "measured pass-cost curve allows for the passes made; *of allowed*: the measured "
-        "decode speedup over that.",
+        "decode speedup over that. *load s*: the model and its drafter made (a drafter "
+        "that learns pass costs times a few at load), before the first request.",
         "",
     ]
     for model, by_workload in result["table"].items():
@@ -218,9 +225,9 @@ def markdown(result):
         )
         lines += [
             "",
-            "| workload | drafter | prompt s | decode s | total s | prompt | decode | total "
-            "| tokens/pass | of ceiling | allowed | of allowed | same output |",
-            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+            "| workload | drafter | load s | prompt s | decode s | total s | prompt | decode "
+            "| total | tokens/pass | of ceiling | allowed | of allowed | same output |",
+            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
         ]
         for workload, by_drafter in by_workload.items():
             for drafter, e in by_drafter.items():
@@ -232,7 +239,8 @@ def markdown(result):
                 same = "yes" if e["identical"] else _divergence(e["divergences"])
                 lines.append(
                     f"| {workload} ({e['tokens']} tokens) | {result['labels'][model][drafter]} "
-                    f"| {e['prompt_s']['median']:.2f} | {e['decode_s']['median']:.2f} "
+                    f"| {e['load_s']['median']:.2f} | {e['prompt_s']['median']:.2f} "
+                    f"| {e['decode_s']['median']:.2f} "
                     f"| {e['total_s']['median']:.2f} | {harness.fmt(e['prompt_speedup'])} "
                     f"| {harness.fmt(e['decode_speedup'])} | {harness.fmt(e['total_speedup'])} "
                     f"| {e['tokens_per_pass']:.2f} | {_share(e.get('of_ceiling'))} "
@@ -303,7 +311,8 @@ def main():
             ]
             costs[(r, label)] = {int(k): v for k, v in curve.items()}
         spec = {**which, "kind": "run", "workload": workload, "drafter": drafter}
-        rows = harness.fresh(__file__, spec, python=python, env=env)["rows"]
+        got = harness.fresh(__file__, spec, python=python, env=env)
+        rows = got["rows"]
         runs.append(
             {
                 "round": r,
@@ -312,6 +321,7 @@ def main():
                 "workload": workload,
                 "drafter": drafter,
                 "rows": rows,
+                "load_s": got["load_s"],
                 "requests": len(rows),
                 "tokens": sum(len(x["output"]) for x in rows),
                 "passes": sum(x["passes"] for x in rows),

@@ -330,6 +330,23 @@ def test_pass_costs_are_measured_per_batch_size(llama, tiny_gguf):
     assert len(measure_pass_cost(small, 9, context=1024, reps=1)) == 9
 
 
+def test_a_policy_that_learns_pass_costs_has_them_timed_at_load(tiny_gguf, prompt, reference):
+    """The suffix rules' engine default learned pass costs from requests alone: where
+    answers are short the long passes stayed untimed, and whole 32-token drafts kept going
+    out (a trained model's conversation: 0.84x of plain decoding in the passes it made)."""
+    draft = NgramDraftModel(rules="suffix")
+    llama = load_llama(tiny_gguf, draft_model=draft, n_ctx=2048)
+    timed = draft.drafter.policy._timed
+    assert sorted(timed) == [1, 2, 3, 5, 9, 17, 33] and {len(t) for t in timed.values()} == {3}
+    assert llama.n_tokens == 0  # the timing's positions are gone
+    assert generate(llama, prompt, N, draft).tokens == reference
+    for nothing_to_learn in (None, CostAwareLength([1.0] * 33), AdaptiveLength()):
+        other = NgramDraftModel(rules="suffix", policy=nothing_to_learn)
+        load_llama(tiny_gguf, draft_model=other, n_ctx=2048)
+        policy = other.drafter.policy
+        assert policy is None or not getattr(policy, "_timed", {})
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

@@ -216,10 +216,25 @@ def test_until_a_size_is_timed_passes_cost_alike_and_never_less_than_shorter_one
     for _ in range(10):
         _settle(paused, 6, 6)
     assert paused.length_of(6) == 6
-    # Timed passes outside 1 .. n_draft + 1, or of no time, are not learned from.
-    paused.observe_pass(99, 1.0)
-    paused.observe_pass(3, 0.0)
+    paused.observe_pass(3, 0.0)  # a pass of no time is not learned from
     assert paused.length_of(6) == 6
+
+
+def test_passes_timed_before_the_first_sequence_are_learned_and_only_the_drafters_own():
+    """An engine times its passes at load, before any sequence: the policy once dropped
+    those timings (it knew no sizes before start), and went on drafting as if every
+    pass cost the same."""
+    drafter = Drafter(n_draft=6, policy=CostAwareLength())
+    assert drafter.learns_pass_costs
+    for _ in range(3):
+        drafter.observe_pass(1, 0.01)
+        drafter.observe_pass(7, 0.07)
+        drafter.observe_pass(99, 0.01)  # not a pass of this drafter's: ignored
+    drafter.start([1, 2, 3])
+    assert sorted(drafter.policy._timed) == [1, 7]
+    assert drafter.policy._costs()[-1] == pytest.approx(7.0)
+    assert not Drafter(policy=CostAwareLength([1.0] * 9)).learns_pass_costs  # costs given
+    assert not Drafter(policy=AdaptiveLength()).learns_pass_costs
 
 
 def test_one_slow_pass_does_not_lock_its_size_out():

@@ -133,6 +133,7 @@ class LlamaCpp:
         "suffix",
         "suffix-host",
         "suffix-whole",
+        "suffix-untimed",
     )
     labels: ClassVar[dict[str, str]] = {
         "none": "no drafting (plain `Llama`)",
@@ -143,6 +144,7 @@ class LlamaCpp:
         "suffix": 'ngramdraft `rules="suffix"`',
         "suffix-host": 'ngramdraft `rules="suffix"`, host\'s loop',
         "suffix-whole": 'ngramdraft `rules="suffix"`, whole drafts',
+        "suffix-untimed": 'ngramdraft `rules="suffix"`, pass costs from requests alone',
     }
 
     def __init__(self, model: str, quantization: str | None = None) -> None:
@@ -177,6 +179,10 @@ class LlamaCpp:
                 verbose=False,
                 **self._settings(),
             )
+            return LlamaCppAnswering(llama, draft)
+        if drafter == "suffix-untimed":  # set after the load: no passes timed at load
+            llama = load_llama(self.path, **self._settings())
+            llama.draft_model = draft
             return LlamaCppAnswering(llama, draft)
         return LlamaCppAnswering(
             load_llama(self.path, draft_model=draft, **self._settings()), draft

@@ -185,10 +185,17 @@ class Drafter:
         """The engine's forward pass over ``n_tokens`` tokens took ``seconds``.
 
         For a policy that learns the engine's pass costs (``CostAwareLength()``
-        without costs); the engine adapters call it. Nothing else uses it.
+        without costs); the engine adapters call it, and may before the first
+        sequence (timing passes at load). A pass over more tokens than a draft
+        of this drafter's and one more is not one of its passes, and is ignored.
         """
-        if isinstance(self._policy, TimesPasses):
+        if isinstance(self._policy, TimesPasses) and 1 <= n_tokens <= self.n_draft + 1:
             self._policy.observe_pass(n_tokens, seconds)
+
+    @property
+    def learns_pass_costs(self) -> bool:
+        """Whether the policy learns the engine's pass costs (what ``observe_pass`` is for)."""
+        return isinstance(self._policy, TimesPasses) and self._policy.learns_costs
 
     def _submitted(self, policy: Policy, full: np.ndarray) -> np.ndarray:
         """The part of a whole draft the policy submits (drafting whole costs microseconds)."""

@@ -38,7 +38,8 @@ including the tokens it did not submit (the sequence shows what followed
 them a few steps later):
 so it never needs to pay for a draft to learn about it, and never pauses
 blindly. Given no costs, it learns them too (:class:`TimesPasses`): the engine
-adapters time the passes they see, the time from one draft to the next.
+adapters time the passes they see, the time from one draft to the next, and
+llama-cpp-python's times a few pass sizes at load, before any request.
 """
 
 from collections import deque
@@ -71,6 +72,9 @@ class Learns(Protocol):
 @runtime_checkable
 class TimesPasses(Protocol):
     """A policy that learns what the engine's forward passes cost, as they happen."""
+
+    @property
+    def learns_costs(self) -> bool: ...
 
     def observe_pass(self, n_tokens: int, seconds: float) -> None: ...
 
@@ -135,7 +139,8 @@ class CostAwareLength:
     (``integrations.llama_cpp.measure_pass_cost`` does for llama-cpp-python).
     Without it (``CostAwareLength()``) the policy learns the costs from the
     passes the engine makes (``observe_pass``, which ngramdraft's engine
-    adapters call with the time from one draft to the next): the fastest of
+    adapters call with the time from one draft to the next, and
+    llama-cpp-python's for passes it times at load): the fastest of
     the last :data:`PASSES_KEPT` passes of each size timed at least
     :data:`TIMED_TO_TRUST` times, sizes timed fewer times interpolated
     between those that were, and, past the largest, as dear as it (a hope
@@ -219,9 +224,18 @@ class CostAwareLength:
         self._known[full, start + 1 : right + 1 + wrong] += 1.0
         self._right[full, start + 1 : right + 1] += 1.0
 
+    @property
+    def learns_costs(self) -> bool:
+        """Whether the pass costs are learned (none were given): what ``observe_pass`` feeds."""
+        return self.pass_cost is None
+
     def observe_pass(self, n_tokens: int, seconds: float) -> None:
-        """A forward pass over ``n_tokens`` tokens took ``seconds`` (learned costs only)."""
-        if self.pass_cost is not None or not (seconds > 0 and 1 <= n_tokens <= len(self._known)):
+        """A forward pass over ``n_tokens`` tokens took ``seconds`` (learned costs only).
+
+        Timings may come before the first sequence (an engine timing its
+        passes at load); sizes past the drafter's passes are never read.
+        """
+        if self.pass_cost is not None or not (seconds > 0 and n_tokens >= 1):
             return
         self._timed.setdefault(n_tokens, deque(maxlen=PASSES_KEPT)).append(seconds)
         self._cost = None

@@ -29,12 +29,18 @@ from typing import Any
 
 import numpy as np
 
+from ..drafting.policy import TIMED_TO_TRUST
 from ..errors import ModelFileError
 from ..files.kinds import check_gguf
 from ..optional import require
 from ..tokenizers.gguf import LlamaVocab, model_name
 from .llama_cpp_decode import decoder_of, speculative_generate
 from .passes import PassClock, engine_drafter
+
+# Positions before the passes timed at load: a short prompt, as a 512-token one
+# takes longer on a CPU than all the passes after it (4.5 s against 3 s for a
+# 0.5B model on 2 cores), and the requests' own passes replace these timings.
+LOAD_CONTEXT = 64
 
 
 def _llama_cpp() -> Any:
@@ -68,8 +74,9 @@ class NgramDraftModel(_BASE):
     rules draft as llama.cpp does (8 tokens, no policy); the suffix rules
     draft up to 32 tokens and submit what the engine's measured pass costs
     make worth it (``CostAwareLength()``, which learns those costs from the
-    time between this model's calls: one forward pass each). ``policy=None``
-    submits whole drafts.
+    time between this model's calls, one forward pass each, and from the
+    passes :meth:`time_passes` times when :func:`load_llama` or the server
+    loads the model). ``policy=None`` submits whole drafts.
 
     A call that extends the previous sequence accepts only the new tokens;
     any other sequence (a new prompt) finishes the previous one into the
@@ -113,6 +120,30 @@ class NgramDraftModel(_BASE):
         static = self.drafter.static
         if static is not None and static.meta.get("tokenizer") is not None:
             static.check_tokenizer(LlamaVocab(llama, model_name(llama)))
+
+    def time_passes(self, llama: Any) -> None:
+        """For a policy that learns the engine's pass costs, time ``llama``'s passes now.
+
+        Learned from requests alone, the costs of long passes stay unknown
+        where answers are short (a conversation's turns): the policy, which
+        takes an untimed size to cost what the largest timed one did, goes
+        on submitting whole 32-token drafts that each cost several passes.
+        So passes over 1, 2, 3, 5, 9, 17, ... tokens (drafts of 2^i tokens,
+        between which the policy interpolates, and a whole draft) are timed
+        ``TIMED_TO_TRUST`` times each on ``llama``'s own context (reset
+        afterwards); the requests' passes go on refining them. Nothing is
+        timed for any other policy.
+        """
+        drafter = self.drafter
+        if not drafter.learns_pass_costs:
+            return
+        largest = drafter.n_draft + 1
+        doubling = (2**i + 1 for i in range(largest.bit_length()))
+        sizes = sorted({1, largest, *(k for k in doubling if k < largest)})
+        timed = decoder_of(llama).time_passes(sizes, context=LOAD_CONTEXT, reps=TIMED_TO_TRUST)
+        for k, seconds in timed.items():
+            for s in seconds:
+                drafter.observe_pass(k, s)
 
     def finish(self) -> None:
         """End the current sequence: merge it into the dynamic cache (and save that file)."""
@@ -209,7 +240,9 @@ def load_llama(
     by ngramdraft's own loop (the prompt costs what it costs without
     drafting), a path that is not a GGUF model is a named error, and an
     :class:`NgramDraftModel`'s caches are checked against the model's
-    vocabulary. ``draft_model`` may also be set or changed later.
+    vocabulary and, if its policy learns pass costs, a few passes timed
+    (:meth:`NgramDraftModel.time_passes`). ``draft_model`` may also be set
+    or changed later (call its ``time_passes(llama)`` then, if it learns).
     """
     cls = drafting_llama()
     path = check_gguf(model_path)
@@ -219,6 +252,7 @@ def load_llama(
         raise ModelFileError(f"{path}: llama.cpp cannot load this model ({e})") from e
     if isinstance(draft_model, NgramDraftModel):
         draft_model.check_model(llama)
+        draft_model.time_passes(llama)
     return llama
 
 

@@ -95,22 +95,29 @@ class Decoder:
         A pass as :func:`speculative_generate` makes it: every row's logits and
         their argmax. The model's state is reset afterwards.
         """
+        times = self.time_passes(range(1, n_tokens + 1), context=context, reps=reps)
+        return [float(np.median(times[k])) for k in range(1, n_tokens + 1)]
+
+    def time_passes(
+        self, sizes: Sequence[int], *, context: int = 512, reps: int = 1
+    ) -> dict[int, list[float]]:
+        """Seconds of ``reps`` verification passes over each of ``sizes`` tokens after ``context``
+        (as :meth:`pass_cost`); the model's state is reset afterwards."""
         llama = self.llama
-        context = max(1, min(context, capacity(llama) - n_tokens - 1))
-        ids = [1 + i % (self.n_vocab - 1) for i in range(context + n_tokens)]
+        largest = max(sizes)
+        context = max(1, min(context, capacity(llama) - largest - 1))
+        ids = [1 + i % (self.n_vocab - 1) for i in range(context + largest)]
         llama.reset()
         self.prompt(ids[:context])
-        costs = []
-        for k in range(1, n_tokens + 1):
-            times = []
+        times: dict[int, list[float]] = {}
+        for k in sizes:
             for _ in range(reps):
                 llama.n_tokens = context  # the last pass's positions go, as a rejection's do
                 t0 = time.perf_counter()
                 self.decode(ids[context : context + k], k).argmax(axis=1)
-                times.append(time.perf_counter() - t0)
-            costs.append(float(np.median(times)))
+                times.setdefault(k, []).append(time.perf_counter() - t0)
         llama.reset()
-        return costs
+        return times
 
 
 def capacity(llama: Any) -> int:

@@ -205,6 +205,8 @@ def create_app(
     if isinstance(draft_model, NgramDraftModel):
         draft_model.check_model(llama)
     llama.__class__ = drafting_llama()
+    if isinstance(draft_model, NgramDraftModel):
+        draft_model.time_passes(llama)
     llama.draft_model = draft_model
 
     def stats() -> dict[str, float]:
