@@ -105,8 +105,11 @@ def test_suffix_rules_with_a_policy_and_earlier_requests_are_lossless(llama, pro
 
 
 def test_suffix_rules_with_a_corpus_are_lossless(llama, prompt, reference, tmp_path):
+    # No policy, as above: on this tiny model a pass over two tokens costs twice one
+    # (per-row work dominates), so what a learning policy submits depends on the load;
+    # under load on CI it once submitted nothing in 640 tokens.
     corpus = SuffixCorpus.build(reference[: N // 2], tmp_path / "corpus.ngd")
-    draft = NgramDraftModel(rules="suffix", static=corpus)
+    draft = NgramDraftModel(rules="suffix", static=corpus, policy=None)
     out = generate(llama, prompt, N, draft)
     assert out.tokens == reference
     assert out.accepted > 50
