@@ -71,6 +71,12 @@ class NgramCandidateGenerator(_GENERATOR):
     def update_candidate_strategy(self, input_ids: Any, scores: Any, num_matches: Any) -> None:
         pass  # the next get_candidates syncs the accepted tokens: the drafter learns there
 
+    @property
+    def num_drafting_tokens(self) -> int:
+        """The most tokens one call drafts: how many past positions the host's cache keeps
+        ready to roll back (transformers 5.25 and later ask every candidate generator)."""
+        return int(self.drafter.n_draft)
+
 
 class NgramDraft:
     """A ``custom_generate`` callable: assisted decoding with ngramdraft's candidates.
