@@ -1,6 +1,6 @@
 """A fresh process's start: ``import ngramdraft`` and a whole small replay, wall time.
 
-    python benchmarks/startup.py [--rounds 5] [--json]
+    python benchmarks/startup.py [--python PYTHON ...] [--src SRC ...] [--rounds 5] [--json]
 
 What a user waits for before the first draft: each command runs as a new
 ``python -m ngramdraft`` process (the console script adds only its launcher),
@@ -17,12 +17,21 @@ timed from outside, start to exit. Variants:
   runs a numba kernel (loading the first kernel from numba's cache then
   initializes numba's CPU target, which this does not count).
 
-numba's cache is warmed by one untimed run first, so the figures are every
-later run's. Variants interleave over rounds; the table gives the best of
-the rounds (the figure the issue asks for: best of three) and the median
-with its range. Results: ``benchmarks/results/startup/STAMP.{md,json}``.
+``--python`` names the interpreters to start (default: this one), e.g. a
+virtual environment made by the README's install beside the test
+environment: numba imports SciPy and coverage when they are installed, which
+the README's install does not pull in. numba's cache is warmed by one
+untimed run of each interpreter first, and the processes write and read
+their bytecode as an installed package does (``PYTHONDONTWRITEBYTECODE``,
+which some machines set, is left out), so the figures are every later
+run's. ``--src`` puts checkouts' ``src`` folders first on the path, one
+setup each (``installed``: none), for an A/B of two checkouts in one run.
+Variants interleave over rounds; the table gives the best of the
+rounds (the figure the issue asks for: best of three) and the median with
+its range. Results: ``benchmarks/results/startup/STAMP.{md,json}``.
 """
 
+import os
 import subprocess
 import sys
 import time
@@ -47,20 +56,37 @@ def _inputs(smoke):
     return tokens, tokens.stat().st_size // 4, static.path
 
 
-def command(variant, tokens, static):
+def command(setup, variant, tokens, static):
+    """The argv and environment of one variant in one setup, (python, src)."""
+    python, src = setup
+    env = ENV if src == INSTALLED else {**ENV, "PYTHONPATH": src}
+    return _argv(python, variant, tokens, static), env
+
+
+def _argv(python, variant, tokens, static):
     if variant == "python":
-        return [sys.executable, "-c", "pass"]
+        return [python, "-c", "pass"]
     if variant == "numba":
-        return [sys.executable, "-c", "import numba"]
+        return [python, "-c", "import numba"]
     if variant == "import":
-        return [sys.executable, "-c", "import ngramdraft"]
-    return [sys.executable, "-m", "ngramdraft", "replay", str(tokens), "--static", str(static)]
+        return [python, "-c", "import ngramdraft"]
+    return [python, "-m", "ngramdraft", "replay", str(tokens), "--static", str(static)]
 
 
-def timed(argv):
+# An installed package's environment: its bytecode written once and read after.
+ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+INSTALLED = "installed"  # the --src of the package the interpreter has installed
+
+
+def timed(argv, env):
     t0 = time.perf_counter()
-    subprocess.run(argv, check=True, capture_output=True)
+    subprocess.run(argv, check=True, capture_output=True, env=env)
     return time.perf_counter() - t0
+
+
+def label(setup):
+    python, src = setup
+    return python if src == INSTALLED else f"{python} with {src}"
 
 
 def markdown(result):
@@ -68,35 +94,74 @@ def markdown(result):
         "# A fresh process's start",
         "",
         f"Wall time of a new process, start to exit; {result['rounds']} rounds, interleaved, "
-        "numba's cache warm.",
+        "numba's cache warm, bytecode written.",
         "",
-        "| command | best s | median s (range) |",
-        "|---|---:|---:|",
     ]
-    for v in result["variants"]:
-        s = result["wall"][v]
-        lines.append(f"| `{v}` | {s['min']:.3f} | {harness.fmt(s, '.3f')} |")
-    return "\n".join(lines) + "\n"
+    for setup, wall in result["wall"].items():
+        python = setup.split(" with ")[0]
+        lines += [
+            f"`{setup}` ({result['packages'][python]}):",
+            "",
+            "| command | best s | median s (range) |",
+            "|---|---:|---:|",
+        ]
+        for v in result["variants"]:
+            s = wall[v]
+            lines.append(f"| `{v}` | {s['min']:.3f} | {harness.fmt(s, '.3f')} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def packages(python):
+    """What of numba's optional imports an interpreter has (they cost its start)."""
+    probe = (
+        "import importlib.util as u; "
+        "print(', '.join(f'{m} ' + ('yes' if u.find_spec(m) else 'no') "
+        "for m in ('scipy', 'coverage')))"
+    )
+    done = subprocess.run([python, "-c", probe], capture_output=True, text=True, check=True)
+    return done.stdout.strip()
 
 
 def main():
     ap = harness.parser(__doc__.split("\n")[0], rounds=5)
+    ap.add_argument(
+        "--python",
+        nargs="+",
+        default=[sys.executable],
+        metavar="PYTHON",
+        help="interpreters to start, each with ngramdraft installed (default: this one)",
+    )
+    ap.add_argument(
+        "--src",
+        nargs="+",
+        default=[INSTALLED],
+        metavar="SRC",
+        help="checkouts' src folders to run, first on the path (default: the installed one)",
+    )
     args = ap.parse_args()
     started, quiet = time.time(), harness.Quiet()
     if args.smoke:
         args.rounds = 1
     tokens, n_tokens, static = _inputs(args.smoke)
-    argvs = {v: command(v, tokens, static) for v in VARIANTS}
-    timed(argvs["replay"])  # compiles or loads the kernels: numba's cache warm from here on
-    times = {v: [] for v in VARIANTS}
-    for _, v in harness.rounds(VARIANTS, args.rounds):
-        times[v].append(timed(argvs[v]))
+    src = [s if s == INSTALLED else str(Path(s).resolve()) for s in args.src]
+    setups = [(p, s) for p in args.python for s in src]
+    pairs = [(setup, v) for setup in setups for v in VARIANTS]
+    argvs = {pair: command(*pair, tokens, static) for pair in pairs}
+    for setup in setups:  # compiles or loads the kernels: numba's cache warm from here on
+        timed(*argvs[setup, "replay"])
+    times = {pair: [] for pair in pairs}
+    for _, pair in harness.rounds(pairs, args.rounds):
+        times[pair].append(timed(*argvs[pair]))
     result = {
         "rounds": args.rounds,
         "tokens": n_tokens,
         "static": Path(static).name,
         "variants": list(VARIANTS),
-        "wall": {v: harness.spread(t) for v, t in times.items()},
+        "packages": {p: packages(p) for p in args.python},
+        "wall": {
+            label(setup): {v: harness.spread(times[setup, v]) for v in VARIANTS} for setup in setups
+        },
     }
     harness.save(
         "startup",

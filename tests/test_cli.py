@@ -3,6 +3,7 @@
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -122,14 +123,16 @@ def test_runtime_errors_are_one_line(cli, tmp_path):
     assert status == 1 and "--tokenizer" in err
 
 
-def test_module_entry_point():
-    out = subprocess.run(
-        [sys.executable, "-m", "ngramdraft", "--version"],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    assert out.stdout.startswith("ngramdraft ")
+def test_module_entry_point_and_console_script_exit_as_main_returns(tmp_path):
+    """Both run main() and exit with its status (cli.run: they freeze what is left for the
+    process's exit, which an in-process main() must not)."""
+    script = Path(sys.executable).parent / "ngramdraft"
+    for launcher in ([sys.executable, "-m", "ngramdraft"], [str(script)]):
+        out = subprocess.run([*launcher, "--version"], capture_output=True, text=True)
+        assert out.returncode == 0 and out.stdout.startswith("ngramdraft ")
+        missing = [*launcher, "replay", str(tmp_path / "missing.i32"), "--n-ctx", "8"]
+        failed = subprocess.run(missing, capture_output=True, text=True)
+        assert failed.returncode == 1 and failed.stderr.count("\n") == 1
 
 
 def test_parse_size():

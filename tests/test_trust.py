@@ -314,6 +314,7 @@ def test_the_package_declares_its_types():
         assert Drafter.draft.__annotations__["return"] is not None
 
 
+@pytest.mark.slow  # compiles every kernel in a new cache: two minutes
 @pytest.mark.skipif(numba.config.DISABLE_JIT, reason="the coverage run compiles nothing")
 def test_an_installation_says_it_compiles_once(static_file, tmp_path):
     """The first run that compiles says so, and compiles what the other commands need too:

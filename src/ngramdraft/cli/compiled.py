@@ -18,8 +18,6 @@ import io
 import os
 import tempfile
 from collections.abc import Callable
-from concurrent.futures import ProcessPoolExecutor
-from multiprocessing import get_context
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -66,6 +64,10 @@ def compile_the_rest() -> None:
     workers = max(1, min(len(parts), os.cpu_count() or 1))
     # Fresh processes (spawn): each compiles its part and writes numba's cache,
     # which this process and every later one then load.
+    # Imported here: every command imports this module, few compile (multiprocessing: 20 ms).
+    from concurrent.futures import ProcessPoolExecutor
+    from multiprocessing import get_context
+
     with ProcessPoolExecutor(workers, mp_context=get_context("spawn")) as pool:
         for _ in pool.map(exercise, parts):
             pass
