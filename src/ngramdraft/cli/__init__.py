@@ -111,11 +111,12 @@ def main(argv: list[str] | None = None) -> int:
 def run() -> NoReturn:
     """The console script: :func:`main`, then exit.
 
-    Loading one kernel makes numba build about a million objects (its typing
-    and lowering registries); the interpreter's teardown then walks them all
-    in a last garbage collection, 0.15-0.2 s of a 0.6 s replay. Frozen, they
-    are left to the process's exit. Only here: a caller of main() in-process
-    keeps collecting as before.
+    Loading a kernel makes numba import its typing and lowering registries:
+    about 110,000 objects the garbage collector tracks, which the
+    interpreter's teardown then collected several times over, 0.1-0.2 s of a
+    0.6 s replay (docs/performance.md). Frozen, they are left to the
+    process's exit. Only here: a caller of main() in-process keeps
+    collecting as before.
     """
     status = main()
     gc.freeze()
