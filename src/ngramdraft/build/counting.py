@@ -16,7 +16,7 @@ import numpy as np
 
 from ..errors import InvalidParameterError, InvalidTokensError
 from ..files.tokens import CHUNK, TokenFile
-from ..kernels import triples as K
+from ..kernels import triples as triple_kernels
 from ..progress import Progress
 
 # Resident bytes per triple of a pass: the packed triple, its share of the
@@ -71,7 +71,7 @@ class TokenTriples:
         out = np.empty(int(self.histogram[lo:hi].sum()), dtype=np.uint64)
         pos = 0
         for base, chunk in self._chunks():
-            pos = K.pack_tokens(chunk, base, lo, hi, bits, out, pos, self.starts)
+            pos = triple_kernels.pack_tokens(chunk, base, lo, hi, bits, out, pos, self.starts)
         return out[:pos], None
 
 
@@ -122,7 +122,9 @@ class CacheTriples:
         n = int(self.histogram[lo:hi].sum())
         out = np.empty(n, dtype=np.uint64)
         counts = np.empty(n, dtype=np.int64)
-        K.pack_spans(self.keys, self.offsets, self.tokens, self.counts, sel, bits, out, counts, 0)
+        triple_kernels.pack_spans(
+            self.keys, self.offsets, self.tokens, self.counts, sel, bits, out, counts, 0
+        )
         return out, counts
 
 
@@ -182,7 +184,7 @@ def count_pass(
     if raw:
         packed = raw[0] if len(raw) == 1 else np.concatenate(raw)
         packed.sort()
-        m, counts = K.reduce_sorted(packed, np.zeros(0, dtype=np.int64), len(packed))
+        m, counts = triple_kernels.reduce_sorted(packed, np.zeros(0, dtype=np.int64), len(packed))
         result.append((packed[:m], counts))
     if weighted:
         result.extend(weighted)
@@ -192,5 +194,5 @@ def count_pass(
     counts = np.concatenate([c for _, c in result])
     order = np.argsort(packed, kind="stable")
     packed, counts = packed[order], counts[order]
-    m, counts = K.reduce_sorted(packed, counts, len(packed))
+    m, counts = triple_kernels.reduce_sorted(packed, counts, len(packed))
     return packed[:m], counts

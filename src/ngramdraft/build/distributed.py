@@ -55,7 +55,7 @@ import numpy as np
 from ..errors import DistributedBuildError, InvalidParameterError
 from ..files.ngd.header import KIND_STATIC, Header
 from ..files.ngd.writing import NgdWriter
-from ..kernels import triples as K
+from ..kernels import triples as triple_kernels
 from ..kernels.suffixsort import sort_shard
 from ..optional import require
 from ..progress import Progress
@@ -125,7 +125,9 @@ def count_shard(shard: Shard, source: Source, tokenizer: str | None, separate: b
     tokens, starts = source.shard_tokens_of(shard, tokenizer)
     max_token = check_token_bits(int(tokens.max(initial=-1)))
     packed = np.empty(max(len(tokens) - 2, 0), dtype=np.uint64)
-    n = K.pack_tokens(tokens, 0, 0, 1 << BITS, BITS, packed, 0, starts if separate else NO_STARTS)
+    n = triple_kernels.pack_tokens(
+        tokens, 0, 0, 1 << BITS, BITS, packed, 0, starts if separate else NO_STARTS
+    )
     packed, counts = count_pass([(packed[:n], None)])
     summary = Summary(
         head=tokens[:2].tolist(),
@@ -167,7 +169,7 @@ def reduce_partition(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Add up one partition's slices: (keys, offsets, tokens, counts) for NgdWriter.add."""
     packed, counts = count_pass(parts)
-    return K.group(packed, counts, BITS)
+    return triple_kernels.group(packed, counts, BITS)
 
 
 # -- on the client ----------------------------------------------------------------

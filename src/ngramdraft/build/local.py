@@ -22,7 +22,7 @@ import numpy as np
 
 from ..files.ngd.header import KIND_STATIC, Header
 from ..files.ngd.writing import NgdWriter
-from ..kernels import triples as K
+from ..kernels import triples as triple_kernels
 from ..progress import Progress
 from .counting import CacheTriples, TokenTriples, add_counts, count_pass, pass_budget, plan_ranges
 
@@ -53,6 +53,6 @@ def build_static(
         with Progress("counting", int(histogram.sum()), " triples", quiet=quiet) as progress:
             for lo, hi in itertools.pairwise(bounds):
                 packed, counts = count_pass([s.triples(lo, hi, bits) for s in sources])
-                out.add(*K.group(packed, counts, bits))
+                out.add(*triple_kernels.group(packed, counts, bits))
                 progress.update(int(histogram[lo:hi].sum()))
         return out.finish(sum(s.n_tokens for s in sources), meta)

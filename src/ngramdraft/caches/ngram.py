@@ -13,7 +13,7 @@ from ..files.kinds import file_format
 from ..files.ngd.header import KIND_DYNAMIC
 from ..files.ngd.reading import frozen_view, map_file, verify_sections
 from ..files.ngd.writing import write_cache
-from ..kernels import table as T
+from ..kernels import table as table_kernels
 from ..kernels.handles import table_handle
 from ..validation import as_tokens, check_cache_arrays, check_int, check_ngram, check_ngram_range
 from .base import Arrays, Cache
@@ -60,16 +60,16 @@ class NgramCache(Cache):
         self.max_ngrams = max_ngrams
         self.lock = threading.RLock()
         self.handle = np.zeros(12, dtype=np.int64)
-        self.table = T.new_table()
+        self.table = table_kernels.new_table()
         self.path: Path | None = None
         self.format: str | None = None
 
     @property
-    def table(self) -> T.Table:
+    def table(self) -> table_kernels.Table:
         return self._table
 
     @table.setter
-    def table(self, table: T.Table) -> None:
+    def table(self, table: table_kernels.Table) -> None:
         with self.lock:
             self._table = table
             table_handle(table, self.handle)
@@ -106,7 +106,7 @@ class NgramCache(Cache):
         else:
             arrays = llamacpp.read(path)
         check_cache_arrays(*arrays, where=str(path))
-        new.table = T.load_sorted(new.table, *arrays)
+        new.table = table_kernels.load_sorted(new.table, *arrays)
         new.path, new.format = Path(path), fmt
         new._keep_budget()
         return new
@@ -127,7 +127,7 @@ class NgramCache(Cache):
         nnew = len(seq) if nnew is None else check_int(nnew, "nnew", 0, len(seq))
         sizes = check_ngram_range(ngram_min, ngram_max)
         with self.lock:
-            self.table = T.update(self.table, seq, len(seq), nnew, sizes)
+            self.table = table_kernels.update(self.table, seq, len(seq), nnew, sizes)
 
     def rewind(self, tokens: np.ndarray, n: int) -> None:
         """Undo ``update(tokens, nnew=n)``: the n-grams ending in the last n tokens, exactly.
@@ -137,19 +137,19 @@ class NgramCache(Cache):
         own sequence); a count that is not there is a bug, not bad input.
         """
         with self.lock:
-            missing = T.rewind(self.table, tokens, len(tokens), n)
+            missing = table_kernels.rewind(self.table, tokens, len(tokens), n)
         if missing:
             raise InternalError(f"rewind found {missing} counts missing from the cache")
 
     def reserve(self, n_ngrams: int, n_entries: int) -> None:
         """Grow the table once for n_ngrams more n-grams and n_entries more followers."""
         with self.lock:
-            self.table = T.reserve(self.table, n_ngrams, n_entries)
+            self.table = table_kernels.reserve(self.table, n_ngrams, n_entries)
 
     def grow(self, status: int) -> None:
         """Grow the table as a kernel's status (NEED_SLOTS or NEED_POOL) asks."""
         with self.lock:
-            self.table = T.grow(self.table, status)
+            self.table = table_kernels.grow(self.table, status)
 
     def merge(self, other: Cache) -> None:
         """Add every (n-gram, follower, count) of another cache (counts add up)."""
@@ -158,16 +158,20 @@ class NgramCache(Cache):
         if isinstance(other, NgramCache):
             # A snapshot taken under the other's lock alone: holding both at
             # once could deadlock against a merge the other way round. A cache
-            # merged into itself is copied by T.merge.
+            # merged into itself is copied by table_kernels.merge.
             with other.lock:
-                source = other.table if other is self else T.Table(*(a.copy() for a in other.table))
+                source = (
+                    other.table
+                    if other is self
+                    else table_kernels.Table(*(a.copy() for a in other.table))
+                )
             with self.lock:
-                self.table = T.merge(self.table, source)
+                self.table = table_kernels.merge(self.table, source)
                 self._keep_budget()
             return
         arrays = other.arrays()
         with self.lock:
-            self.table = T.load_sorted(self.table, *arrays)
+            self.table = table_kernels.load_sorted(self.table, *arrays)
             self._keep_budget()
 
     def _keep_budget(self) -> None:
@@ -183,20 +187,22 @@ class NgramCache(Cache):
         rarely let draft, so they cost the fewest drafts. The slack of 10%
         makes eviction a pass over the table every so many merges, not each.
         """
-        keys, rows = T.export(self.table)
-        totals = self.table.slots[rows, T.TOTAL]
+        keys, rows = table_kernels.export(self.table)
+        totals = self.table.slots[rows, table_kernels.TOTAL]
         sizes = (keys >= 0).sum(axis=1)
         keep = np.lexsort((*keys.T[::-1], sizes, -totals))[: max(1, budget * 9 // 10)]
         keep = keep[np.lexsort(keys[keep].T[::-1])]
-        offsets, tokens, counts = T.gather(self.table, rows[keep])
-        self.table = T.load_sorted(T.new_table(), keys[keep], offsets, tokens, counts)
+        offsets, tokens, counts = table_kernels.gather(self.table, rows[keep])
+        self.table = table_kernels.load_sorted(
+            table_kernels.new_table(), keys[keep], offsets, tokens, counts
+        )
 
     def clear(self) -> None:
         with self.lock:
-            T.clear(self.table)
+            table_kernels.clear(self.table)
 
     def __len__(self) -> int:
-        return int(self.table.meta[T.N_NGRAMS])
+        return int(self.table.meta[table_kernels.N_NGRAMS])
 
     @property
     def nbytes(self) -> int:
@@ -205,23 +211,23 @@ class NgramCache(Cache):
 
     @property
     def n_entries(self) -> int:
-        return int(self.table.meta[T.N_ENTRIES])
+        return int(self.table.meta[table_kernels.N_ENTRIES])
 
     def followers(self, ngram: "ArrayLike") -> tuple[np.ndarray, np.ndarray]:
         key = check_ngram(ngram)
         with self.lock:
             t = self.table
-            s = T.lookup(t.slots, t.tags, key)
+            s = table_kernels.lookup(t.slots, t.tags, key)
             if s < 0:
                 return np.zeros(0, dtype=np.int32), np.zeros(0, dtype=np.int32)
-            a, n = t.slots[s, T.START], t.slots[s, T.LENGTH]
+            a, n = t.slots[s, table_kernels.START], t.slots[s, table_kernels.LENGTH]
             return t.tok[a : a + n].copy(), t.cnt[a : a + n].copy()
 
     def arrays(self) -> Arrays:
         with self.lock:
-            keys, rows = T.export(self.table)
+            keys, rows = table_kernels.export(self.table)
             order = np.lexsort(keys.T[::-1])
-            offsets, tokens, counts = T.gather(self.table, rows[order])
+            offsets, tokens, counts = table_kernels.gather(self.table, rows[order])
         return keys[order], offsets, tokens, counts
 
     def _save_native(self, path: str | os.PathLike[str]) -> None:
@@ -246,7 +252,7 @@ class NgramCache(Cache):
         --verify`` after loading a file.
         """
         with self.lock:
-            bad = T.check(self.table)
+            bad = table_kernels.check(self.table)
         if bad >= 0:
             raise InternalError(f"NgramCache invariant broken at slot {bad}")
 

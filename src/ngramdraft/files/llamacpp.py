@@ -10,15 +10,15 @@ import os
 import numpy as np
 
 from ..errors import CorruptFileError, TruncatedFileError, WrongFileKindError
-from ..kernels import lookupfile as L
+from ..kernels import lookupfile as lookup_kernels
 from .atomic import atomic_output, write_array
 from .ngd.header import foreign_message
 
 _PROBLEMS = {
-    L.BAD_NGRAM: "an n-gram slot is neither a token id nor -1 padding",
-    L.BAD_NTOKENS: "a record lists no followers",
-    L.BAD_TOKEN: "a follower token id is negative",
-    L.BAD_COUNT: "a follower count is not positive",
+    lookup_kernels.BAD_NGRAM: "an n-gram slot is neither a token id nor -1 padding",
+    lookup_kernels.BAD_NTOKENS: "a record lists no followers",
+    lookup_kernels.BAD_TOKEN: "a follower token id is negative",
+    lookup_kernels.BAD_COUNT: "a follower count is not positive",
 }
 
 
@@ -28,17 +28,17 @@ def read(path: str | os.PathLike[str]) -> tuple[np.ndarray, np.ndarray, np.ndarr
     if size % 4:
         raise WrongFileKindError(f"{path}: {foreign_message(size)}")
     data = np.fromfile(path, dtype="<i4")
-    starts, status, word = L.scan_records(data)
-    if status != L.OK:
+    starts, status, word = lookup_kernels.scan_records(data)
+    if status != lookup_kernels.OK:
         if len(starts) == 0:  # not even one record: some other kind of file
             raise WrongFileKindError(f"{path}: {foreign_message(size)}")
         where = f"at byte {4 * word}"
-        if status == L.TRUNCATED:
+        if status == lookup_kernels.TRUNCATED:
             raise TruncatedFileError(
                 f"{path}: record {len(starts)} {where} runs past the end of the file"
             )
         raise CorruptFileError(f"{path}: record {len(starts)} {where}: {_PROBLEMS[status]}")
-    k, keys, offsets, tokens, counts = L.gather_records(data, starts)
+    k, keys, offsets, tokens, counts = lookup_kernels.gather_records(data, starts)
     if k < 0:
         raise CorruptFileError(f"{path}: record {-k - 1} lists the same follower twice")
     return keys, offsets, tokens, counts
