@@ -64,6 +64,46 @@ def test_batch_equals_one_drafter_per_sequence(seed, tmp_path):
         assert np.array_equal(x, y)
 
 
+def test_the_same_ids_step_after_step_and_an_id_back_on_another_row(tmp_path):
+    """A server asks for the same running ids every step, and the batch keeps their rows
+    from the last call; an id finished and added again (on another row), or a list of ids
+    changed in place, must still reach its own sequence."""
+    rng = np.random.default_rng(7)
+    static = StaticCache.build(rng.integers(0, 6, 3000), tmp_path / "s.ngd")
+    batch = BatchDrafter(static=static, n_draft=4, max_seqs=4)
+    single = {}
+
+    def add(i):
+        prompt = rng.integers(0, 6, 40).tolist()
+        batch.add(i, prompt)
+        single[i] = Drafter(static=static, dynamic=batch.dynamic, n_draft=4)
+        single[i].start(prompt)
+
+    def step(ids):
+        out, lengths = batch.draft(ids)
+        for k, i in enumerate(ids):
+            assert out[k, : lengths[k]].tolist() == single[i].draft().tolist(), i
+        new = [[int(rng.integers(0, 6))] for _ in ids]
+        batch.accept(ids, new)
+        for i, tokens in zip(ids, new, strict=True):
+            single[i].accept(tokens)
+
+    for i in "abc":
+        add(i)
+    ids = ["a", "b", "c"]
+    for _ in range(5):
+        step(ids)
+    batch.finish("a")
+    single.pop("a").finish()
+    add("d")  # takes the row "a" had
+    add("a")  # back, on another row
+    for _ in range(3):
+        step(["a", "b", "c"])  # the ids of the last call
+    ids[0] = "d"  # the same list, changed in place
+    for _ in range(3):
+        step(ids)
+
+
 def test_accept_takes_drafts_as_returned():
     batch = BatchDrafter(n_draft=4)
     for i in range(3):

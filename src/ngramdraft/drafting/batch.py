@@ -9,6 +9,7 @@ the checks every batch makes of its arguments, and the statuses every
 rule set's row kernels return.
 """
 
+import contextlib
 import itertools
 from collections.abc import Callable, Hashable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -158,9 +159,12 @@ def flatten_tokens(
         if len(tokens) != n:
             raise InvalidTokensError(f"got {len(tokens)} token sequences for {n} seq_ids")
         lengths = np.fromiter(map(len, tokens), dtype=np.int64, count=n)
-        if n and all(type(t) is np.ndarray and t.ndim == 1 for t in tokens):
-            flat = np.concatenate(tokens)  # arrays: joined in C, not element by element
-        else:
+        flat = None
+        if n and type(tokens[0]) is np.ndarray:  # arrays: joined in C
+            with contextlib.suppress(ValueError):
+                flat = np.concatenate(tokens)
+        if flat is None or flat.ndim != 1 or flat.dtype.kind not in "iu":
+            # Lists (and arrays joined with an empty list, which become floats): one by one.
             flat = np.array(list(itertools.chain.from_iterable(tokens)))
             flat = flat if flat.size else np.zeros(0, dtype=np.int64)
     if flat.dtype.kind not in "iu" or flat.dtype == np.bool_:

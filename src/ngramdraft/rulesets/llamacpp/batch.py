@@ -90,6 +90,9 @@ class LlamaCppBatch(BatchDrafter):
         self._free = list(range(self.max_seqs - 1, -1, -1))
         self._active: dict[Hashable, tuple[int, LlamaCppDrafter]] = {}
         self._spare: list[LlamaCppDrafter] = []  # finished drafters, reused by add()
+        # The rows of the last ids asked for: a server drafts and accepts the same
+        # running sequences step after step, and an id's row changes only at add/finish.
+        self._known: tuple[tuple[Hashable, ...], np.ndarray] | None = None
 
     def __len__(self) -> int:
         return len(self._active)
@@ -102,6 +105,7 @@ class LlamaCppBatch(BatchDrafter):
         check_new_sequence(seq_id, self._active, bool(self._free), self.max_seqs)
         drafter = self._spare.pop() if self._spare else self._make()
         row = self._free.pop()
+        self._known = None
         drafter.use_state(self._states[row])
         try:
             drafter.start(prompt_tokens)
@@ -192,6 +196,7 @@ class LlamaCppBatch(BatchDrafter):
         """End sequence ``seq_id``: merge it into the dynamic cache (saved if it is a path)."""
         drafter = self._drafter(seq_id)
         row, _ = self._active.pop(seq_id)
+        self._known = None
         self._free.append(row)
         self._spare.append(drafter)
         drafter.finish()
@@ -212,14 +217,18 @@ class LlamaCppBatch(BatchDrafter):
             raise UnknownSequenceError(f"unknown sequence id {seq_id!r}: add() it first") from None
 
     def _rows(self, seq_ids: Sequence[Hashable]) -> np.ndarray:
+        ids = tuple(seq_ids)
+        if self._known is not None and self._known[0] == ids:
+            return self._known[1]
         try:
-            rows = np.fromiter((self._active[i][0] for i in seq_ids), dtype=np.int64)
+            rows = np.fromiter((self._active[i][0] for i in ids), dtype=np.int64, count=len(ids))
         except KeyError as e:
             raise UnknownSequenceError(
                 f"unknown sequence id {e.args[0]!r}: add() it first"
             ) from None
         if len(set(rows.tolist())) != len(rows):
             raise InvalidParameterError("seq_ids lists a sequence twice: give each id once")
+        self._known = (ids, rows)
         return rows
 
     def _damaged(self) -> bool:
