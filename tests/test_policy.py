@@ -256,30 +256,6 @@ def test_one_slow_pass_does_not_lock_its_size_out():
     assert learned.length_of(6) < 6
 
 
-def test_a_size_timed_dear_in_a_busy_spell_is_tried_again_later():
-    """Three passes of a size slowed together (a busy spell) made it dear for good: the
-    policy stopped submitting it and so never timed it again (on CI, under load, the
-    suffix rules' adapter accepted nothing in 640 tokens)."""
-    from ngramdraft.drafting.policy import RETIME_AFTER
-
-    policy = _learned({1: 0.01}, passes=9)
-    for _ in range(10):
-        _settle(policy, 6, 6)  # whole drafts hold
-    for _ in range(3):
-        policy.observe_pass(7, 5.0)  # every pass over 7 tokens preempted
-    assert policy.length_of(6) < 6
-    for _ in range(RETIME_AFTER - 1):
-        policy.observe_pass(1, 0.01)
-    assert policy.length_of(6) < 6  # still believed
-    policy.observe_pass(1, 0.01)
-    assert policy.length_of(6) == 6  # forgotten: tried again
-    for _ in range(3):
-        policy.observe_pass(7, 0.012)  # the machine quiet again: cheap
-    for _ in range(2 * RETIME_AFTER):
-        policy.observe_pass(7, 0.012)  # submitted whole, timed all along: kept
-    assert policy.length_of(6) == 6 and 7 in policy._timed
-
-
 def test_the_pass_clock_times_one_pass_between_calls_and_nothing_else():
     from ngramdraft.integrations.passes import PassClock
 

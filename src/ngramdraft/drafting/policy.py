@@ -144,9 +144,7 @@ class CostAwareLength:
     the last :data:`PASSES_KEPT` passes of each size timed at least
     :data:`TIMED_TO_TRUST` times, sizes timed fewer times interpolated
     between those that were, and, past the largest, as dear as it (a hope
-    that makes the policy submit a longer draft and so learn its cost). A
-    size not timed in the last :data:`RETIME_AFTER` passes is forgotten, so
-    that a size thought dear while the machine was busy is tried again.
+    that makes the policy submit a longer draft and so learn its cost).
 
     For each length L of llama.cpp's draft the policy keeps decayed counts,
     for each j, of the drafts whose token j is known (the tokens before it
@@ -178,8 +176,6 @@ class CostAwareLength:
     _known: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)), init=False, repr=False)
     _right: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)), init=False, repr=False)
     _timed: dict[int, deque[float]] = field(default_factory=dict, init=False, repr=False)
-    _timed_at: dict[int, int] = field(default_factory=dict, init=False, repr=False)  # last pass
-    _passes: int = field(default=0, init=False, repr=False)  # passes timed so far
     _cost: np.ndarray | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -241,11 +237,7 @@ class CostAwareLength:
         """
         if self.pass_cost is not None or not (seconds > 0 and n_tokens >= 1):
             return
-        self._passes += 1
         self._timed.setdefault(n_tokens, deque(maxlen=PASSES_KEPT)).append(seconds)
-        self._timed_at[n_tokens] = self._passes
-        for k in [k for k, at in self._timed_at.items() if self._passes - at >= RETIME_AFTER]:
-            del self._timed[k], self._timed_at[k]
         self._cost = None
 
     def _costs(self) -> np.ndarray:
@@ -270,12 +262,6 @@ PASSES_KEPT = 9  # passes of each size whose fastest is its learned cost
 # process on the core, the engine's first allocation for that batch size)
 # would lock the size out for good. Until then it costs what its neighbours do.
 TIMED_TO_TRUST = 3
-# Passes after which a size not timed since is forgotten. Three passes slowed
-# together (a busy spell of the machine) could still lock a size out: under
-# load the suffix rules' adapter once submitted nothing in 640 tokens. Forgotten,
-# the size costs what its neighbours do until timed again; a size that is
-# truly dear costs a few passes every RETIME_AFTER to confirm it.
-RETIME_AFTER = 512
 
 
 def learned_costs(timed: dict[int, deque[float]], n: int) -> np.ndarray:
