@@ -131,6 +131,15 @@ def test_bad_ids_and_capacity_are_named():
         batch.accept(["a"], [[-1]])
     with pytest.raises(InvalidTokensError, match="2 token sequences for 1"):
         batch.accept(["a"], [[1], [2]])
+    # A sequence's tokens nested one level too deep reached the kernel as a 2-D array
+    # (numba's typing error); tokens as floats or with an empty list are named or joined.
+    for nested in ([np.array([[1, 2]])], [[[1, 2]]]):
+        with pytest.raises(InvalidTokensError, match="flat sequence of ids"):
+            batch.accept(["a"], nested)
+    with pytest.raises(InvalidTokensError, match="dtype float64"):
+        batch.accept(["a"], [np.array([1.5])])
+    batch.accept(["a", "b"], [np.array([3], dtype=np.int32), []])
+    assert batch.tokens("a").tolist() == [1, 2, 3] and batch.tokens("b").tolist() == [1]
     batch.finish("a")
     with pytest.raises(UnknownSequenceError):
         batch.finish("a")

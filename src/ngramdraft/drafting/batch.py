@@ -9,7 +9,6 @@ the checks every batch makes of its arguments, and the statuses every
 rule set's row kernels return.
 """
 
-import contextlib
 import itertools
 from collections.abc import Callable, Hashable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -159,20 +158,30 @@ def flatten_tokens(
         if len(tokens) != n:
             raise InvalidTokensError(f"got {len(tokens)} token sequences for {n} seq_ids")
         lengths = np.fromiter(map(len, tokens), dtype=np.int64, count=n)
-        flat = None
-        if n and type(tokens[0]) is np.ndarray:  # arrays: joined in C
-            with contextlib.suppress(ValueError):
-                flat = np.concatenate(tokens)
-        if flat is None or flat.ndim != 1 or flat.dtype.kind not in "iu":
-            # Lists (and arrays joined with an empty list, which become floats): one by one.
+        joined = _joined(tokens) if n and type(tokens[0]) is np.ndarray else None
+        if joined is not None:
+            flat = joined
+        else:
             flat = np.array(list(itertools.chain.from_iterable(tokens)))
             flat = flat if flat.size else np.zeros(0, dtype=np.int64)
+        if flat.ndim != 1 or len(flat) != int(lengths.sum()):
+            raise InvalidTokensError("each sequence's tokens must be a flat sequence of ids")
     if flat.dtype.kind not in "iu" or flat.dtype == np.bool_:
         raise InvalidTokensError(f"tokens must be integer ids, got dtype {flat.dtype}")
     check_token_range(flat, "tokens")
     offsets = np.zeros(n + 1, dtype=np.int64)
     np.cumsum(lengths, out=offsets[1:])
     return np.ascontiguousarray(flat, dtype=np.int32), offsets
+
+
+def _joined(arrays: Any) -> np.ndarray | None:
+    """Arrays of ids joined in C, or None where they are not that (an empty list among
+    them makes floats; joined one by one, it does not)."""
+    try:
+        flat = np.concatenate(arrays)
+    except ValueError:
+        return None
+    return flat if flat.ndim == 1 and flat.dtype.kind in "iu" else None
 
 
 def check_new_sequence(seq_id: object, active: "dict[Any, Any]", room: bool, max_seqs: int) -> None:
