@@ -250,10 +250,29 @@ def test_one_slow_pass_does_not_lock_its_size_out():
         policy.observe_pass(7, 0.012)
     assert policy.length_of(6) == 6  # now timed enough, at its fastest
     # A size truly dear, timed so enough times, is cut where its drafts fail.
-    learned = _learned({1: 0.01, 7: 1.0}, passes=3)
+    learned = _learned({1: 0.01, 7: 0.06}, passes=3)
     for _ in range(10):
         _settle(learned, 6, 1)
     assert learned.length_of(6) < 6
+
+
+def test_a_size_timed_dearer_than_as_many_one_token_passes_is_tried_again():
+    """Three passes of a size slowed together (a busy spell of the machine) made it dear
+    for good: the policy stopped submitting it and so never timed it again. A pass over k
+    tokens costs about k passes over one at most, so far dearer timings are not believed."""
+    policy = _learned({1: 0.01}, passes=9)
+    for _ in range(10):
+        _settle(policy, 6, 6)  # whole drafts hold
+    for _ in range(3):
+        policy.observe_pass(7, 5.0)  # every pass over 7 tokens preempted: 500 one-token passes
+    assert policy.length_of(6) == 6  # not believed: tried again
+    for _ in range(3):
+        policy.observe_pass(7, 0.012)  # the machine quiet again
+    assert policy.length_of(6) == 6 and policy._costs()[6] == pytest.approx(1.2)
+    dear = _learned({1: 0.01, 7: 0.14}, passes=3)  # twice seven passes: believed
+    for _ in range(10):
+        _settle(dear, 6, 3)
+    assert dear.length_of(6) < 6
 
 
 def test_the_pass_clock_times_one_pass_between_calls_and_nothing_else():

@@ -256,6 +256,12 @@ class CostAwareLength:
 # one-token passes against 0.97x, replayed on a trained model's own output).
 PRIOR = 0.5
 PASSES_KEPT = 9  # passes of each size whose fastest is its learned cost
+# A pass over k tokens costs at most about k passes over one (a batch shares the
+# weights' reads); small batches on a CPU come close (llama.cpp: 2 tokens 2.0x,
+# 3 tokens 3.2x one, in a trained model's measured curve), hence twice that. Three
+# passes of a size slowed together by a busy machine (on CI: 80-180 one-token
+# passes' time for 33 tokens) would otherwise lock the size out for good.
+IMPLAUSIBLE = 2
 # Timings a size needs before its cost is believed. Once one pass of a size
 # is thought dear the policy stops submitting drafts of that size, and so
 # would never time it again: a single pass slowed by something else (another
@@ -274,10 +280,19 @@ def learned_costs(timed: dict[int, deque[float]], n: int) -> np.ndarray:
     (optimistic, so that a longer draft is tried and its cost learned);
     with no size trusted, every size costs the same. A pass never costs less
     than a shorter one: a size timed dearer than a longer one costs what the
-    longer one did.
+    longer one did. A size timed dearer than :data:`IMPLAUSIBLE` times as
+    many one-token passes was timed while something else ran: it is not
+    trusted, and so is tried again, where once it was locked out for good
+    (never submitted, never timed again).
     """
+    one = min(timed[1]) if len(timed.get(1, ())) >= TIMED_TO_TRUST else np.inf
     sizes = np.array(
-        sorted(k for k, t in timed.items() if len(t) >= TIMED_TO_TRUST), dtype=np.float64
+        sorted(
+            k
+            for k, t in timed.items()
+            if len(t) >= TIMED_TO_TRUST and min(t) <= IMPLAUSIBLE * k * one
+        ),
+        dtype=np.float64,
     )
     if not len(sizes):
         return np.ones(n)
