@@ -137,9 +137,7 @@ class NgramDraftModel(_BASE):
         drafter = self.drafter
         if not drafter.learns_pass_costs:
             return
-        largest = drafter.n_draft + 1
-        doubling = (2**i + 1 for i in range(largest.bit_length()))
-        sizes = sorted({1, largest, *(k for k in doubling if k < largest)})
+        sizes = sizes_timed_at_load(drafter.n_draft)
         timed = decoder_of(llama).time_passes(sizes, context=LOAD_CONTEXT, reps=TIMED_TO_TRUST)
         for k, seconds in timed.items():
             for s in seconds:
@@ -149,6 +147,14 @@ class NgramDraftModel(_BASE):
         """End the current sequence: merge it into the dynamic cache (and save that file)."""
         if self.drafter.started:
             self.drafter.finish()
+
+
+def sizes_timed_at_load(n_draft: int) -> list[int]:
+    """The pass sizes :meth:`NgramDraftModel.time_passes` times for drafts of up to
+    ``n_draft`` tokens: 1, 2**i + 1 (drafts of 2**i tokens) and n_draft + 1."""
+    largest = n_draft + 1
+    doubling = (2**i + 1 for i in range(largest.bit_length()))
+    return sorted({1, largest, *(k for k in doubling if k < largest)})
 
 
 @dataclass
