@@ -259,8 +259,9 @@ PASSES_KEPT = 9  # passes of each size whose fastest is its learned cost
 # A pass over k tokens costs at most about k passes over one (a batch shares the
 # weights' reads); small batches on a CPU come close (llama.cpp: 2 tokens 2.0x,
 # 3 tokens 3.2x one, in a trained model's measured curve), hence twice that. Three
-# passes of a size slowed together by a busy machine (on CI: 80-180 one-token
-# passes' time for 33 tokens) would otherwise lock the size out for good.
+# passes of a size slowed together by a busy machine (three other processes on the
+# tiny test model's 2 cores: 33 tokens timed at 80-180 one-token passes) would
+# otherwise lock the size out for good.
 IMPLAUSIBLE = 2
 # Timings a size needs before its cost is believed. Once one pass of a size
 # is thought dear the policy stops submitting drafts of that size, and so
