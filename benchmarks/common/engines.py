@@ -276,23 +276,23 @@ class Transformers:
         context = 64 if smoke else 1024
         ids = torch.arange(1, context + 34)[None] % 1000 + 10
         with torch.no_grad():
-            cache = model(ids[:, :context], use_cache=True).past_key_values
+            cache = model(ids[:, :context], use_cache=True).cache
             costs = {}
             for k in range(1, (9 if smoke else 33) + 1):
                 times = []
                 for _ in range(1 if smoke else 3):
                     t0 = time.perf_counter()
-                    model(ids[:, context : context + k], past_key_values=cache, use_cache=True)
+                    model(ids[:, context : context + k], cache=cache, use_cache=True)
                     times.append(time.perf_counter() - t0)
-                    cache.crop(context)
+                    cache.crop(-k)  # the pass's positions go, as a rejection's do
                 costs[k] = float(np.median(times))
         return costs
 
     def margin(self, prefix: list[int], tokens: list[int]) -> dict[str, float]:
         torch = self.torch
         with torch.no_grad():
-            cache = self.model(torch.tensor([prefix[:-1]]), use_cache=True).past_key_values
-            out = self.model(torch.tensor([prefix[-1:]]), past_key_values=cache, use_cache=True)
+            cache = self.model(torch.tensor([prefix[:-1]]), use_cache=True).cache
+            out = self.model(torch.tensor([prefix[-1:]]), cache=cache, use_cache=True)
         return _margin(out.logits[0, -1].numpy(), tokens)
 
 
