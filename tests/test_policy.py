@@ -294,3 +294,28 @@ def test_the_pass_clock_times_one_pass_between_calls_and_nothing_else():
     clock.returned(2)
     clock.called(drafter, 40)  # a new turn of a conversation, prompt and all: not a pass
     assert drafter.passes == [5, 1]
+
+
+# A pass's cost relative to one token's, passes over 1 .. 33 tokens: Qwen2.5-Coder-0.5B
+# (Q4_K_M) on llama-cpp-python, 2 threads (real_model/2026-12-04-083300). A staircase:
+# a pass over 2m tokens costs about what one over 2m - 1 does.
+STAIRCASE = [
+    1.0, 1.9, 2.9, 2.8, 3.7, 3.6, 4.5, 4.7, 5.5, 5.7, 6.6, 6.3, 7.7, 7.1, 8.0, 7.9, 9.2,
+    9.0, 10.1, 9.8, 10.6, 10.4, 11.5, 11.2, 12.2, 12.0, 12.9, 12.8, 13.5, 13.5, 14.6, 14.1, 15.4,
+]  # fmt: skip
+
+
+def test_the_passes_timed_at_load_leave_no_size_of_a_staircase_looking_dearer_than_it_is():
+    """Timed at 1, 3, 5, 9, 17, 33 tokens (a step's upper side), the cheap sizes between
+    were interpolated dearer than they are (a pass over 4 tokens 3.3x one, not 2.8x), and a
+    size thought dear is never submitted, so never timed: replayed over the model's own
+    answers, the suffix rules lost up to 10% to the costs given."""
+    from ngramdraft.integrations.llama_cpp import sizes_timed_at_load
+
+    policy = CostAwareLength()
+    policy.start(32)
+    for k in sizes_timed_at_load(32):
+        for _ in range(3):
+            policy.observe_pass(k, 0.02 * STAIRCASE[k - 1])
+    learned = policy._costs()
+    assert np.all(learned <= 1.05 * np.minimum.accumulate(np.array(STAIRCASE)[::-1])[::-1])
