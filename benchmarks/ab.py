@@ -2,7 +2,8 @@
 
     python benchmarks/ab.py --before ../base/src --after src [--rounds 5] [--smoke]
         [--probes replay,drafter,batch,suffix-corpus,suffix-long,suffix-batch,suffix-sync,
-                  suffix-replay,suffix-start,suffix-rebase,suffix-evict,suffix-edit]
+                  suffix-replay,suffix-start,suffix-rebase,suffix-evict,suffix-edit,
+                  llama-load]
 
 Each round runs every (variant, probe) pair in a process of its own, the
 variants' order alternating from round to round, so that both see the same
@@ -37,6 +38,10 @@ checkouts must have:
 * ``suffix-edit``: a ``rules="suffix"`` Drafter (n_draft 16) teacher-forced
   (``common/drafters.py``) over the ``edit`` workload (10,000 output tokens),
   where the substitutions it learns are applied: us per output token.
+* ``llama-load``: ``load_llama`` of Qwen2.5-Coder-0.5B-Instruct (Q4_K_M, 2
+  threads; SmolLM2-135M in a smoke run) with a ``rules="suffix"``
+  ``NgramDraftModel``, whose policy times passes at load: seconds, the
+  model loaded once untimed before (the file in the page cache).
 
 Each process first runs its probe once untimed (kernel loading; a checkout's
 first process compiles). Results: medians and ranges over rounds,
@@ -52,7 +57,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import corpora, drafters, harness, workloads
+from common import corpora, drafters, engines, harness, workloads
 
 # Each probe's corpus: the 2-gram cache, the suffix file, or none.
 PROBES = {
@@ -68,7 +73,9 @@ PROBES = {
     "suffix-rebase": None,
     "suffix-evict": None,
     "suffix-edit": None,
+    "llama-load": None,
 }
+LOAD_MODELS = {False: "qwen2.5-coder-0.5b-instruct", True: "smollm2-135m-instruct"}
 LONG_PROMPT = 1 << 16
 MEMORY = 1 << 20
 BATCH = 256
@@ -78,6 +85,8 @@ def probe(name, corpus_path, tokens_path, quick):
     """One measurement in this process (the checkout on PYTHONPATH): a float."""
     from ngramdraft import BatchDrafter, Drafter, StaticCache, SuffixCorpus, replay
 
+    if name == "llama-load":
+        return _load_seconds(quick)
     stream = np.load(tokens_path)
     if name == "suffix-replay":
         n = 20_000 if quick else len(stream)
@@ -109,6 +118,18 @@ def probe(name, corpus_path, tokens_path, quick):
     if name == "drafter":
         return _per_call(Drafter(static=static), stream, quick)
     return _per_row(BatchDrafter(static=static, max_seqs=BATCH), stream, quick)
+
+
+def _load_seconds(smoke):
+    """Seconds of load_llama with a suffix-rules NgramDraftModel (passes timed at load)."""
+    from ngramdraft.integrations.llama_cpp import NgramDraftModel, load_llama
+
+    path = engines.gguf(LOAD_MODELS[smoke])
+    settings = {"n_ctx": 4096, "n_threads": engines.THREADS, "n_threads_batch": engines.THREADS}
+    load_llama(path, **settings).close()  # the file read once, untimed
+    t0 = time.perf_counter()
+    load_llama(path, draft_model=NgramDraftModel(rules="suffix"), **settings)
+    return time.perf_counter() - t0
 
 
 def _per_row(batch, stream, quick, sync=False):
@@ -259,6 +280,7 @@ UNITS = {
     "suffix-rebase": "ms, the slowest draft()+accept()",
     "suffix-evict": "ms, the slowest draft()+accept()",
     "suffix-edit": "us per output token",
+    "llama-load": "s, load_llama with passes timed",
 }
 
 
@@ -276,7 +298,7 @@ def main():
         return
     started, quiet = time.time(), harness.Quiet()
     if args.smoke:  # this checkout against itself, two short probes
-        args.rounds, args.probes = 1, "drafter,suffix-batch"
+        args.rounds, args.probes = 1, "drafter,suffix-batch,llama-load"
         args.before = args.before or str(harness.REPO / "src")
         args.after = args.after or str(harness.REPO / "src")
     if not (args.before and args.after):

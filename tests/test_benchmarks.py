@@ -35,6 +35,7 @@ PUBLIC = {
 PUBLIC_NAMES = {"ngramdraft.tokenizers": {"load_tokenizer"}, "ngramdraft.cli": {"main"}}
 # The smoke runs that need an engine or a cluster, and what they need.
 NEEDS = {
+    "ab.py": ("engine", ("llama_cpp",)),  # its llama-load probe
     "e2e.py": ("engine", ("llama_cpp", "gguf")),
     "real_model.py": ("engine", ("llama_cpp",)),
     "cluster_build.py": ("cluster", ("distributed",)),
