@@ -1,4 +1,4 @@
-"""Two checkouts side by side: replay, one Drafter and a BatchDrafter, in fresh processes.
+"""Two checkouts side by side: replay, Drafter, BatchDrafter, a model's load, in fresh processes.
 
     python benchmarks/ab.py --before ../base/src --after src [--rounds 5] [--smoke]
         [--probes replay,drafter,batch,suffix-corpus,suffix-long,suffix-batch,suffix-sync,
@@ -38,10 +38,10 @@ checkouts must have:
 * ``suffix-edit``: a ``rules="suffix"`` Drafter (n_draft 16) teacher-forced
   (``common/drafters.py``) over the ``edit`` workload (10,000 output tokens),
   where the substitutions it learns are applied: us per output token.
-* ``llama-load``: ``load_llama`` of Qwen2.5-Coder-0.5B-Instruct (Q4_K_M, 2
-  threads; SmolLM2-135M in a smoke run) with a ``rules="suffix"``
-  ``NgramDraftModel``, whose policy times passes at load: seconds, the
-  model loaded once untimed before (the file in the page cache).
+* ``llama-load``: ``load_llama`` of Qwen2.5-Coder-0.5B-Instruct (Q4_K_M;
+  SmolLM2-135M in a smoke run) with a ``rules="suffix"`` ``NgramDraftModel``,
+  whose policy times passes at load, as ``real_model.py`` loads it: seconds,
+  the model loaded once untimed before (the file in the page cache).
 
 Each process first runs its probe once untimed (kernel loading; a checkout's
 first process compiles). Results: medians and ranges over rounds,
@@ -121,14 +121,12 @@ def probe(name, corpus_path, tokens_path, quick):
 
 
 def _load_seconds(smoke):
-    """Seconds of load_llama with a suffix-rules NgramDraftModel (passes timed at load)."""
-    from ngramdraft.integrations.llama_cpp import NgramDraftModel, load_llama
-
-    path = engines.gguf(LOAD_MODELS[smoke])
-    settings = {"n_ctx": 4096, "n_threads": engines.THREADS, "n_threads_batch": engines.THREADS}
-    load_llama(path, **settings).close()  # the file read once, untimed
+    """Seconds of real_model's "suffix" load: load_llama with a suffix-rules NgramDraftModel
+    (passes timed at load)."""
+    engine = engines.LlamaCpp(LOAD_MODELS[smoke])
+    engine.load("none").llama.close()  # the file read once, untimed
     t0 = time.perf_counter()
-    load_llama(path, draft_model=NgramDraftModel(rules="suffix"), **settings)
+    engine.load("suffix")
     return time.perf_counter() - t0
 
 
@@ -297,7 +295,7 @@ def main():
     if harness.worker_main(args, work):
         return
     started, quiet = time.time(), harness.Quiet()
-    if args.smoke:  # this checkout against itself, two short probes
+    if args.smoke:  # this checkout against itself, three short probes
         args.rounds, args.probes = 1, "drafter,suffix-batch,llama-load"
         args.before = args.before or str(harness.REPO / "src")
         args.after = args.after or str(harness.REPO / "src")
