@@ -210,8 +210,30 @@ def machine() -> dict[str, Any]:
         "cores": os.cpu_count(),
         "memory_gib": round(int(memory[0]) / 2**20, 1) if memory else None,
         "os": platform.platform(),
+        "ngramdraft": code(),
         **versions,
     }
+
+
+def code() -> str:
+    """The ngramdraft measured: the commit of the source imported, "+changes" where that
+    source differs from it (a result then names no code anyone can check out again), or
+    the version installed outside a git checkout."""
+    import ngramdraft
+
+    src = Path(ngramdraft.__file__).resolve().parent
+
+    def git(*args: str) -> str:
+        return subprocess.run(
+            ["git", "-C", str(src), *args], capture_output=True, text=True, check=True
+        ).stdout.strip()
+
+    try:
+        commit = git("rev-parse", "--short", "HEAD")
+        changed = git("status", "--porcelain", "--", ".")
+    except (OSError, subprocess.CalledProcessError):
+        return ngramdraft.__version__
+    return commit + ("+changes" if changed else "")
 
 
 class Quiet:
@@ -279,6 +301,8 @@ def _describe(result: dict[str, Any]) -> str:
         f"{k} {m[k]}" for k in ("python", "numpy", "numba", "llama_cpp", "torch", "vllm") if k in m
     )
     text = f"{m['cpu']}, {m['cores']} cores, {m['memory_gib']} GiB; {versions}"
+    if "ngramdraft" in m:
+        text = f"ngramdraft {m['ngramdraft']}; {text}"
     if "quiet" in result:
         q = result["quiet"]
         text += (
