@@ -9,7 +9,7 @@ makes the one ``drafting/rulesets.py`` names.
 """
 
 import copy
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -102,8 +102,9 @@ class Drafter:
     def _init_policy(self, policy: Policy | None) -> None:
         self._policy = None if policy is None else copy.deepcopy(policy)
         self._last = _NONE  # the last draft, while a policy waits to see it verified
-        # Whole drafts (position, tokens) whose outcome a learning policy awaits.
-        self._shadows: list[tuple[int, np.ndarray]] | None = (
+        # Whole drafts (position, tokens, the policy's condition then) whose outcome a
+        # learning policy awaits.
+        self._shadows: list[tuple[int, np.ndarray, int]] | None = (
             [] if isinstance(self._policy, Learns) else None
         )
 
@@ -199,11 +200,11 @@ class Drafter:
 
     def _submitted(self, policy: Policy, full: np.ndarray) -> np.ndarray:
         """The part of a whole draft the policy submits (drafting whole costs microseconds)."""
-        self._last = full[: policy.length_of(len(full))]
         if self._shadows is not None and len(full):
             if len(self._shadows) >= MAX_SHADOWS:  # drafts again and again, accepting nothing
                 del self._shadows[0]
-            self._shadows.append((self._n, full))
+            self._shadows.append((self._n, full, cast(Learns, policy).condition))
+        self._last = full[: policy.length_of(len(full))]
         return self._last.copy()
 
     def _forget_drafts(self) -> None:
@@ -228,8 +229,8 @@ class Drafter:
             policy.observe(len(last), int(wrong[0]) if len(wrong) else m)
 
     def _learn(
-        self, policy: Learns, shadows: list[tuple[int, np.ndarray]], before: int
-    ) -> list[tuple[int, np.ndarray]]:
+        self, policy: Learns, shadows: list[tuple[int, np.ndarray, int]], before: int
+    ) -> list[tuple[int, np.ndarray, int]]:
         """Tell a learning policy what the tokens since position ``before`` show of each
         whole draft.
 
@@ -240,16 +241,16 @@ class Drafter:
         drafts still waiting.
         """
         n, waiting = self._n, []
-        for n0, full in shadows:
+        for n0, full, condition in shadows:
             told, known = before - n0, min(n - n0, len(full))
             wrong = np.flatnonzero(full[told:known] != self._held[n0 + told : n0 + known])
             if len(wrong):
-                policy.learn(len(full), told, told + int(wrong[0]), True)
+                policy.learn(len(full), told, told + int(wrong[0]), True, condition)
                 continue
             if known > told:
-                policy.learn(len(full), told, known, False)
+                policy.learn(len(full), told, known, False, condition)
             if known < len(full):
-                waiting.append((n0, full))
+                waiting.append((n0, full, condition))
         return waiting
 
     def _require_started(self) -> None:

@@ -15,13 +15,16 @@ The protocol, :class:`Policy` (a Drafter keeps its own copy of the policy):
   submit (0: none);
 * ``observe(submitted, accepted)``: at the next accept, how many of the
   submitted tokens the model accepted;
-* ``learn(full, start, right, wrong)`` (optional, :class:`Learns`): as the
-  sequence shows it, what became of a whole draft's tokens, submitted or
-  not: tokens ``start`` .. ``right - 1`` (0-based) of a draft of ``full``
-  tokens proved right and, if ``wrong``, token ``right`` wrong (the draft is
-  then settled). Each call follows on from the last one for that draft
-  (its first has ``start == 0``), so a policy hears at once that a draft's
-  first token failed, not only after its last one proved right.
+* ``learn(full, start, right, wrong, condition)`` (optional,
+  :class:`Learns`): as the sequence shows it, what became of a whole
+  draft's tokens, submitted or not: tokens ``start`` .. ``right - 1``
+  (0-based) of a draft of ``full`` tokens proved right and, if ``wrong``,
+  token ``right`` wrong (the draft is then settled); ``condition`` is what
+  the policy's ``condition`` was when the draft was made (what it had seen
+  then that bears on the draft). Each call follows on from the last one
+  for that draft (its first has ``start == 0``), so a policy hears at once
+  that a draft's first token failed, not only after its last one proved
+  right.
 
 ``AdaptiveLength``: the length grows by 2 after a draft accepted whole and
 shrinks by 1 after any rejection (transformers' heuristic for assistant
@@ -32,13 +35,13 @@ periodic retry).
 
 ``CostAwareLength``: given what a forward pass over k tokens costs on your
 engine, submit the number of tokens that promises the most tokens per unit
-of time. It learns, for each length of llama.cpp's draft, how often the
-draft's token j is right when the ones before it were, from every draft,
-including the tokens it did not submit (the sequence shows what followed
-them a few steps later):
-so it never needs to pay for a draft to learn about it, and never pauses
-blindly. Given no costs, it learns them too (:class:`TimesPasses`): the engine
-adapters time the passes they see, the time from one draft to the next, and
+of time. It learns how often a draft's token j is right when the ones
+before it were, apart after a draft the model accepted whole and after one
+it did not, from every draft, including the tokens it did not submit (the
+sequence shows what followed them a few steps later): so it never needs
+to pay for a draft to learn about it, and never pauses blindly. Given no
+costs, it learns them too (:class:`TimesPasses`): the engine adapters time
+the passes they see, the time from one draft to the next, and
 llama-cpp-python's times a few pass sizes at load, before any request.
 """
 
@@ -66,7 +69,10 @@ class Policy(Protocol):
 class Learns(Protocol):
     """A policy that also learns from whole drafts, submitted or not."""
 
-    def learn(self, full: int, start: int, right: int, wrong: bool) -> None: ...
+    @property
+    def condition(self) -> int: ...
+
+    def learn(self, full: int, start: int, right: int, wrong: bool, condition: int) -> None: ...
 
 
 @runtime_checkable
@@ -130,6 +136,11 @@ class AdaptiveLength:
                 self._recent.clear()
 
 
+# CostAwareLength's conditions: the last draft submitted was not accepted whole (or
+# there was none yet), or it was.
+REJECTED, WHOLE = 0, 1
+
+
 @dataclass
 class CostAwareLength:
     """Submit the part of each draft that promises the most tokens per unit of time.
@@ -146,17 +157,26 @@ class CostAwareLength:
     between those that were, and, past the largest, as dear as it (a hope
     that makes the policy submit a longer draft and so learn its cost).
 
-    For each length L of llama.cpp's draft the policy keeps decayed counts,
-    for each j, of the drafts whose token j is known (the tokens before it
-    right) and of those where it was right too: their ratio, after a prior
-    of one half worth one draft that is never forgotten, is the chance that
-    token j is right given the ones before, and the product of those ratios
-    the chance that the first j are (a Kaplan-Meier estimate). A draft of L tokens is then cut
-    to the k <= L that maximizes (1 + expected accepted tokens) /
-    pass_cost[k]: all of it where passes cost about the same whatever their
-    size (a GPU), less or nothing where they do not and the drafts of that
-    length fail. ``decay`` (0 < decay <= 1) forgets old drafts, so the policy
-    follows the text as it changes.
+    The policy keeps decayed counts, for each j, of the drafts whose token j
+    is known (the tokens before it right) and of those where it was right
+    too, apart for the drafts made after a draft the model accepted whole and
+    the others (the *condition*; a sequence starts in the second): their
+    ratio, after a prior of one half worth one draft that is never
+    forgotten, is the chance that token j is right given the ones before,
+    and the product of those ratios the chance that the first j are (a
+    Kaplan-Meier estimate). A draft of L tokens is then cut to the k <= L
+    that maximizes (1 + expected accepted tokens) / pass_cost[k]: all of it
+    where passes cost about the same whatever their size (a GPU), less or
+    nothing where they do not and the drafts fail. ``decay`` (0 < decay <=
+    1) forgets old drafts, so the policy follows the text as it changes.
+
+    Why the condition, and not the draft's length: a copy the model makes
+    goes on (a draft accepted whole is followed by one that mostly is), and
+    one it left stays left; a draft's length, which the counts were once
+    kept by, says less, and split the drafts into 33 tables each learned from
+    few. Replayed over a trained model's own answers at its engine's pass
+    costs, the suffix rules' learned policy gained on every workload
+    (``docs/policies.md``).
 
     The counts grow as each token becomes known, not once a draft is
     settled: a draft right for 30 tokens is known right for its first
@@ -171,10 +191,11 @@ class CostAwareLength:
 
     pass_cost: Sequence[float] | None = None
     decay: float = 0.97
-    # [L, j]: decayed counts of the drafts of L tokens whose token j (1-based) is known,
-    # the ones before it right, and of those whose token j was right too.
-    _known: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)), init=False, repr=False)
-    _right: np.ndarray = field(default_factory=lambda: np.zeros((0, 0)), init=False, repr=False)
+    # [condition, j]: decayed counts of the drafts made in that condition whose token j
+    # (1-based) is known, the ones before it right, and of those whose token j was right too.
+    _known: np.ndarray = field(default_factory=lambda: np.zeros((2, 0)), init=False, repr=False)
+    _right: np.ndarray = field(default_factory=lambda: np.zeros((2, 0)), init=False, repr=False)
+    _condition: int = field(default=REJECTED, init=False, repr=False)
     _timed: dict[int, deque[float]] = field(default_factory=dict, init=False, repr=False)
     _cost: np.ndarray | None = field(default=None, init=False, repr=False)
 
@@ -198,31 +219,39 @@ class CostAwareLength:
                 f"pass_cost has {len(self.pass_cost)} costs: a drafter of n_draft={n_draft} "
                 f"needs the cost of passes of 1 .. {n_draft + 1} tokens"
             )
-        if len(self._known) != n_draft + 1:
-            self._known = np.zeros((n_draft + 1, n_draft + 1))
-            self._right = np.zeros((n_draft + 1, n_draft + 1))
+        if self._known.shape[1] != n_draft + 1:
+            self._known = np.zeros((2, n_draft + 1))
+            self._right = np.zeros((2, n_draft + 1))
             self._cost = None
+        self._condition = REJECTED
 
     def length_of(self, full: int) -> int:
         """The k <= full that maximizes (1 + expected accepted) / pass_cost[k]."""
         if full == 0:
             return 0
-        j = slice(1, full + 1)
-        given = (self._right[full, j] + PRIOR) / (self._known[full, j] + 1.0)
+        c, j = self._condition, slice(1, full + 1)
+        given = (self._right[c, j] + PRIOR) / (self._known[c, j] + 1.0)
         tokens = 1.0 + np.concatenate(([0.0], np.cumsum(np.cumprod(given))))
         return int(np.argmax(tokens / self._costs()[: full + 1]))
 
     def observe(self, submitted: int, accepted: int) -> None:
-        """Nothing to do: learn() sees every draft whole."""
+        """The last draft submitted, accepted whole or not: the next drafts' condition."""
+        if submitted:
+            self._condition = WHOLE if accepted >= submitted else REJECTED
 
-    def learn(self, full: int, start: int, right: int, wrong: bool) -> None:
-        """Tokens ``start`` .. ``right - 1`` of a draft of ``full`` tokens proved right and,
-        if ``wrong``, token ``right`` wrong (0-based)."""
-        if start == 0:  # a new draft's first news: older drafts of its length weigh less
-            self._known[full] *= self.decay
-            self._right[full] *= self.decay
-        self._known[full, start + 1 : right + 1 + wrong] += 1.0
-        self._right[full, start + 1 : right + 1] += 1.0
+    @property
+    def condition(self) -> int:
+        """WHOLE if the last draft submitted was accepted whole, else REJECTED."""
+        return self._condition
+
+    def learn(self, full: int, start: int, right: int, wrong: bool, condition: int) -> None:
+        """Tokens ``start`` .. ``right - 1`` of a draft of ``full`` tokens made in
+        ``condition`` proved right and, if ``wrong``, token ``right`` wrong (0-based)."""
+        if start == 0:  # a new draft's first news: older drafts weigh less
+            self._known[condition] *= self.decay
+            self._right[condition] *= self.decay
+        self._known[condition, start + 1 : right + 1 + wrong] += 1.0
+        self._right[condition, start + 1 : right + 1] += 1.0
 
     @property
     def learns_costs(self) -> bool:
@@ -245,7 +274,7 @@ class CostAwareLength:
         if self.pass_cost is not None:
             return np.asarray(self.pass_cost)
         if self._cost is None:
-            self._cost = learned_costs(self._timed, len(self._known))
+            self._cost = learned_costs(self._timed, self._known.shape[1])
         return self._cost
 
 
