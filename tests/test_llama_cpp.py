@@ -30,6 +30,7 @@ from ngramdraft.integrations.llama_cpp import (  # noqa: E402
     load_llama,
     measure_pass_cost,
 )
+from ngramdraft.integrations.llama_cpp_decode import Decoder  # noqa: E402
 from ngramdraft.tokenizers.gguf import GGUFTokenizer  # noqa: E402
 from random_gguf import TINY, write_random_gguf  # noqa: E402
 
@@ -348,6 +349,37 @@ def test_a_policy_that_learns_pass_costs_has_them_timed_at_load(tiny_gguf, promp
         load_llama(tiny_gguf, draft_model=other, n_ctx=2048)
         policy = other.drafter.policy
         assert policy is None or not getattr(policy, "_timed", {})
+
+
+def test_passes_timed_at_load_are_kept_and_read_at_the_next_load(tiny_gguf, tmp_path, monkeypatch):
+    """Timed at every load, the passes cost a one-shot `generate` about 2.5 s before its
+    first token (Qwen2.5-Coder-0.5B, 2 threads), often more than drafting a short answer
+    saves. Now the first load with a model and settings times them and keeps them; the
+    next reads them. Other settings are timed apart, and a damaged file is timed again."""
+    monkeypatch.setenv("NGRAMDRAFT_CACHE", str(tmp_path))
+    timings, time_passes = [], Decoder.time_passes
+
+    def counted(self, sizes, **kwargs):
+        timings.append(list(sizes))
+        return time_passes(self, sizes, **kwargs)
+
+    monkeypatch.setattr(Decoder, "time_passes", counted)
+
+    def load(**settings):
+        draft = NgramDraftModel(rules="suffix")
+        load_llama(tiny_gguf, draft_model=draft, n_ctx=2048, **settings)
+        return {k: list(t) for k, t in draft.drafter.policy._timed.items()}
+
+    first = load()
+    kept = sorted((tmp_path / "passes").glob("*.json"))
+    assert len(timings) == 1 and len(kept) == 1
+    assert load() == first and len(timings) == 1  # read, not timed
+    load(n_batch=64)  # another batch size: timed and kept apart
+    assert len(timings) == 2 and len(list((tmp_path / "passes").glob("*.json"))) == 2
+    kept[0].write_text('{"sizes": {"1": [NaN, 0.1, 0.1]}}')
+    again = load()  # damaged: timed again and kept anew
+    assert len(timings) == 3 and sorted(again) == [1, 2, 4, 8, 16, 32]
+    assert load() == again and len(timings) == 3
 
 
 @pytest.mark.parametrize(

@@ -20,9 +20,11 @@ model: logits only for the rows verification reads, nothing copied.
 Needs ``pip install 'ngramdraft[llama]'``.
 """
 
+import contextlib
 import functools
 import inspect
 import os
+import platform
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -31,6 +33,7 @@ import numpy as np
 
 from ..drafting.policy import TIMED_TO_TRUST
 from ..errors import ModelFileError
+from ..files import passtimes
 from ..files.kinds import check_gguf
 from ..optional import require
 from ..tokenizers.gguf import LlamaVocab, model_name
@@ -41,6 +44,8 @@ from .passes import PassClock, engine_drafter
 # takes longer on a CPU than all the passes after it (4.5 s against 3 s for a
 # 0.5B model on 2 cores), and the requests' own passes replace these timings.
 LOAD_CONTEXT = 64
+# The context's settings that change what attention costs (those this host has).
+ATTENTION_FIELDS = ("flash_attn_type", "flash_attn", "type_k", "type_v")
 
 
 def _llama_cpp() -> Any:
@@ -130,14 +135,21 @@ class NgramDraftModel(_BASE):
         on submitting whole 32-token drafts that each cost several passes.
         So the passes of :func:`sizes_timed_at_load` are timed
         ``TIMED_TO_TRUST`` times each on ``llama``'s own context (reset
-        afterwards); the requests' passes go on refining them. Nothing is
-        timed for any other policy.
+        afterwards), once per model file and machine: the timings are kept
+        (:mod:`ngramdraft.files.passtimes`) and the next load reads them. The
+        requests' passes go on refining them. Nothing is timed for any other
+        policy.
         """
         drafter = self.drafter
         if not drafter.learns_pass_costs:
             return
         sizes = sizes_timed_at_load(drafter.n_draft)
-        timed = decoder_of(llama).time_passes(sizes, context=LOAD_CONTEXT, reps=TIMED_TO_TRUST)
+        name = passtimes.key(_pass_facts(llama, sizes))
+        timed = passtimes.read(name, sizes, TIMED_TO_TRUST)
+        if timed is None:
+            decoder = decoder_of(llama)
+            timed = decoder.time_passes(sizes, context=LOAD_CONTEXT, reps=TIMED_TO_TRUST)
+            passtimes.write(name, timed)
         for k, seconds in timed.items():
             for s in seconds:
                 drafter.observe_pass(k, s)
@@ -146,6 +158,33 @@ class NgramDraftModel(_BASE):
         """End the current sequence: merge it into the dynamic cache (and save that file)."""
         if self.drafter.started:
             self.drafter.finish()
+
+
+def _pass_facts(llama: Any, sizes: list[int]) -> dict[str, object]:
+    """What the cost of ``llama``'s passes timed at load depends on, as far as the host tells:
+    the key of the timings kept (:mod:`ngramdraft.files.passtimes`)."""
+    path = os.path.realpath(llama.model_path)
+    st = os.stat(path)
+    return {
+        "model": [path, st.st_size, st.st_mtime_ns],
+        "threads": [llama.n_threads, llama.n_threads_batch],
+        "batch": [llama.n_batch, llama.context_params.n_ubatch],
+        "n_ctx": llama.n_ctx(),
+        "attention": [getattr(llama.context_params, f, None) for f in ATTENTION_FIELDS],
+        "llama_cpp": _llama_cpp().__version__,
+        "cpu": [platform.machine(), platform.processor(), os.cpu_count(), _cpu_model()],
+        "sizes": sizes,
+        "reps": TIMED_TO_TRUST,
+        "context": LOAD_CONTEXT,
+    }
+
+
+def _cpu_model() -> str:
+    with contextlib.suppress(OSError), open("/proc/cpuinfo") as f:
+        for line in f:
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return ""
 
 
 def sizes_timed_at_load(n_draft: int) -> list[int]:
