@@ -76,6 +76,8 @@ PROBES = {
     "llama-load": None,
 }
 LOAD_MODELS = {False: "qwen2.5-coder-0.5b-instruct", True: "smollm2-135m-instruct"}
+# A smoke run's probes, short ones; the test suite runs the load apart (it needs an engine).
+SMOKE_PROBES = "drafter,suffix-batch,llama-load"
 LONG_PROMPT = 1 << 16
 MEMORY = 1 << 20
 BATCH = 256
@@ -290,18 +292,20 @@ def main():
     ap = harness.parser(__doc__.split("\n\n")[0], rounds=5)
     ap.add_argument("--before", help="the first checkout's src folder")
     ap.add_argument("--after", help="the second checkout's src folder")
-    ap.add_argument("--probes", default=",".join(PROBES), help="which probes, comma-separated")
+    ap.add_argument(
+        "--probes", help=f"which probes, comma-separated (all; a smoke run's: {SMOKE_PROBES})"
+    )
     args = ap.parse_args()
     if harness.worker_main(args, work):
         return
     started, quiet = time.time(), harness.Quiet()
-    if args.smoke:  # this checkout against itself, three short probes
-        args.rounds, args.probes = 1, "drafter,suffix-batch,llama-load"
+    if args.smoke:  # this checkout against itself, short probes
+        args.rounds, args.probes = 1, args.probes or SMOKE_PROBES
         args.before = args.before or str(harness.REPO / "src")
         args.after = args.after or str(harness.REPO / "src")
     if not (args.before and args.after):
         ap.error("--before and --after name the two checkouts' src folders")
-    probes = args.probes.split(",")
+    probes = (args.probes or ",".join(PROBES)).split(",")
     if unknown := set(probes) - set(PROBES):
         ap.error(f"unknown probes {sorted(unknown)}: choose from {', '.join(PROBES)}")
     corpus, tokens = data(args.smoke, probes)
