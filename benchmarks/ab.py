@@ -41,7 +41,9 @@ checkouts must have:
 * ``llama-load``: ``load_llama`` of Qwen2.5-Coder-0.5B-Instruct (Q4_K_M;
   SmolLM2-135M in a smoke run) with a ``rules="suffix"`` ``NgramDraftModel``,
   whose policy times passes at load, as ``real_model.py`` loads it: seconds,
-  the model loaded once untimed before (the file in the page cache).
+  the model loaded once untimed before (the file in the page cache). A
+  checkout that keeps the timings (``ngramdraft.files.passtimes``) reads
+  them here: the untimed first run kept them.
 
 Each process first runs its probe once untimed (kernel loading; a checkout's
 first process compiles). Results: medians and ranges over rounds,
@@ -124,7 +126,7 @@ def probe(name, corpus_path, tokens_path, quick):
 
 def _load_seconds(smoke):
     """Seconds of real_model's "suffix" load: load_llama with a suffix-rules NgramDraftModel
-    (passes timed at load)."""
+    (passes timed at load, or read where an earlier load kept them)."""
     engine = engines.LlamaCpp(LOAD_MODELS[smoke])
     engine.load("none").llama.close()  # the file read once, untimed
     t0 = time.perf_counter()
@@ -280,7 +282,7 @@ UNITS = {
     "suffix-rebase": "ms, the slowest draft()+accept()",
     "suffix-evict": "ms, the slowest draft()+accept()",
     "suffix-edit": "us per output token",
-    "llama-load": "s, load_llama with passes timed",
+    "llama-load": "s, load_llama with a policy that learns pass costs",
 }
 
 
