@@ -21,8 +21,8 @@ The file is a JSON object ``{"sizes": {"1": [s, s, s], "2": [...], ...}}``
 exactly the sizes asked for, each with the number of timings asked for, each
 a finite number of seconds above 0 and below ``MAX_SECONDS``. A file that is
 anything else (damaged, foreign, from another version) is not used: the
-passes are timed again and the file rewritten. A kept timing can cost a
-load's timing, never a wrong cost.
+passes are timed again and the file rewritten: a damaged file costs a
+load its timing, never a wrong cost.
 """
 
 import contextlib
