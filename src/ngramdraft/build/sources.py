@@ -38,10 +38,11 @@ from urllib.parse import urlparse
 import numpy as np
 
 from ..errors import CorpusError, InvalidParameterError
+from ..files.folders import cache_dir
 from ..files.tokens import TokenFile
 from ..progress import Progress
 from ..tokenizers import Tokenizer, load_tokenizer, needs_tokenizer
-from .tokenize import BATCH_CHARS, TextBatch, cache_dir, encode, tokenize
+from .tokenize import BATCH_CHARS, TextBatch, encode, tokenize
 
 BUILDERS = {
     ".txt": "text",

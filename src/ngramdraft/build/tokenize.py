@@ -8,7 +8,6 @@ shared parity data was tokenized; the ids of all pieces are concatenated.
 """
 
 import json
-import os
 import sys
 import time
 from collections.abc import Iterable, Iterator
@@ -34,13 +33,6 @@ class Texts(Protocol):
     def identity(self) -> dict[str, Any]: ...
 
     def batches(self, progress: Progress) -> Iterator[TextBatch]: ...
-
-
-def cache_dir(explicit: str | os.PathLike[str] | None = None) -> Path:
-    """Where token files are kept: ``explicit``, $NGRAMDRAFT_CACHE or ~/.cache/ngramdraft."""
-    return Path(
-        explicit or os.environ.get("NGRAMDRAFT_CACHE") or Path.home() / ".cache" / "ngramdraft"
-    )
 
 
 def tokenize(

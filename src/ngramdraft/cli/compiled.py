@@ -25,7 +25,7 @@ import numpy as np
 import xxhash
 
 from .._version import __version__
-from ..build.tokenize import cache_dir
+from ..files.folders import cache_dir
 
 if TYPE_CHECKING:
     from ..drafting.batch import BatchDrafter

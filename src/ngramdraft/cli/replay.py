@@ -7,10 +7,11 @@ from pathlib import Path
 from typing import Any
 
 from ..build.sources import TextFiles
-from ..build.tokenize import cache_dir, tokenize
+from ..build.tokenize import tokenize
 from ..drafting.replay import replay
 from ..errors import InvalidParameterError
 from ..files.atomic import atomic_output, write_array
+from ..files.folders import cache_dir
 from ..files.tokens import RAW_SUFFIXES, TokenFile
 from ..tokenizers import CHOICES, load_tokenizer, needs_tokenizer
 from .args import add_cache_arguments, subcommand

@@ -34,9 +34,9 @@ from pathlib import Path
 
 import xxhash
 
-from ..build.tokenize import cache_dir
 from ..errors import NgramdraftError
 from .atomic import atomic_output
+from .folders import cache_dir
 
 VERSION = 1  # of the file's layout: part of the key, so an older layout is never read
 MAX_BYTES = 1 << 16  # far above any file this module writes (a few hundred bytes)
