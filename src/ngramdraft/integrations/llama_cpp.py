@@ -172,7 +172,8 @@ def _pass_facts(llama: Any, sizes: list[int]) -> dict[str, object]:
         "n_ctx": llama.n_ctx(),
         "attention": [getattr(llama.context_params, f, None) for f in ATTENTION_FIELDS],
         "llama_cpp": _llama_cpp().__version__,
-        "cpu": [platform.machine(), platform.processor(), os.cpu_count(), _cpu_model()],
+        # Not platform.processor(): on Linux it runs `uname -p`, a process per load.
+        "cpu": [platform.machine(), os.cpu_count(), _cpu_model()],
         "sizes": sizes,
         "reps": TIMED_TO_TRUST,
         "context": LOAD_CONTEXT,
