@@ -78,7 +78,6 @@ def run(spec):
     t0 = time.perf_counter()
     answering = engine.load(spec["drafter"])
     load_s = time.perf_counter() - t0
-    engines.warm_up(spec["drafter"])
     rows = []
     for s, session in enumerate(workloads.chat(spec["workload"], spec["smoke"])):
         answers = []
@@ -210,8 +209,9 @@ def markdown(result):
         "Times are sums over a workload's requests, medians over rounds (range); speedups are "
         "each round's ratio to `none` in the same round. *allowed*: the decode speedup the "
         "measured pass-cost curve allows for the passes made; *of allowed*: the measured "
-        "decode speedup over that. *load s*: the model and its drafter made (a drafter "
-        "that learns pass costs times a few at load), before the first request.",
+        "decode speedup over that. *load s*: the model and its drafter made (its kernels "
+        "loaded; a drafter that learns pass costs times a few at load), before the first "
+        "request.",
         "",
     ]
     for model, by_workload in result["table"].items():

@@ -2,6 +2,8 @@
 rules= looks up, every package under ngramdraft/rulesets/ is named, and each entry point
 makes its rule set's objects, instances of the interfaces."""
 
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -43,6 +45,49 @@ def test_a_rule_set_provides_what_rules_looks_up(rules):
     made = engine_drafter(rules=rules)
     assert made.n_draft == package.ENGINE_N_DRAFT
     assert type(made.policy) is type(policy)
+
+
+# In a fresh process: the kernels an engine adapter's drafter made there then loads for a
+# sequence of its own (what a first request would wait for).
+_FIRST_SEQUENCE_LOADS = """
+import sys
+from numba.core.registry import CPUDispatcher
+from ngramdraft.integrations.passes import engine_drafter
+
+def loaded():
+    return {
+        (name, k)
+        for name, mod in list(sys.modules.items())
+        if name.startswith("ngramdraft")
+        for k, v in list(vars(mod).items())
+        if isinstance(v, CPUDispatcher) and v.overloads
+    }
+
+drafter = engine_drafter(rules=sys.argv[1])
+before = loaded()
+drafter.start([5, 6, 7, 5, 6, 7, 5])
+drafter.accept(drafter.draft())
+drafter.accept([9])
+drafter.sync([*drafter.tokens, 5, 6])
+drafter.rewind(1)
+drafter.draft()
+drafter.finish()
+print(sorted(loaded() - before))
+"""
+
+
+@pytest.mark.parametrize("rules", list(RULE_SETS))
+def test_an_engine_drafter_has_its_kernels_loaded_before_its_first_sequence(rules):
+    # numba loads a kernel at its first call (about half a second for a rule set's): a
+    # server's or a one-shot generate's first request waited for it after its prompt.
+    run = subprocess.run(
+        [sys.executable, "-c", _FIRST_SEQUENCE_LOADS, rules],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=True,
+    )
+    assert run.stdout.strip() == "[]"
 
 
 def _unimplemented(interface):

@@ -205,19 +205,6 @@ class LlamaCpp:
         return _margin(np.asarray(llama.scores[llama.n_tokens - 1]), tokens)
 
 
-def warm_up(drafter: str) -> None:
-    """Load the kernels a drafter of ngramdraft's will run, before any clock, on a drafter of
-    its own (the one measured keeps nothing of it)."""
-    from ngramdraft import Drafter
-
-    rules = rules_of(drafter)
-    if rules in ("llamacpp", "suffix"):
-        warm = Drafter(rules=rules)
-        warm.start([1, 2, 3, 1, 2])
-        warm.draft()
-        warm.accept([3])
-
-
 class LlamaCppAnswering:
     def __init__(self, llama: Any, draft: Any) -> None:
         self.llama, self.draft = llama, draft

@@ -256,3 +256,23 @@ class Drafter:
     def _require_started(self) -> None:
         if not self._started:
             raise NgramdraftError("call start(prompt_tokens) before drafting or accepting")
+
+
+def load_kernels(rules: str = "llamacpp") -> None:
+    """Load the compiled kernels a Drafter of ``rules`` runs, on a throwaway sequence.
+
+    numba loads each kernel at its first call, about half a second for a
+    rule set's: a server or a one-shot ``generate`` would otherwise pay it
+    inside its first request, after the prompt. The engine adapters call this
+    as they are made, with the model's load. The throwaway drafter has no
+    caches of the caller's, so nothing of its sequence is kept; the kernels
+    only a static cache reaches load at its first use.
+    """
+    warm = Drafter(rules=rules)
+    warm.start([1, 2, 3, 1, 2, 3, 1, 2])
+    warm.draft()
+    warm.accept([3])  # a decoding loop's one token has a path of its own
+    warm.accept([1, 2])
+    warm.draft()
+    warm.rewind(1)
+    warm.finish()

@@ -17,7 +17,7 @@ tokens and submit what the engine's measured costs make worth it
 import time
 from typing import Any
 
-from ..drafting.drafter import Drafter
+from ..drafting.drafter import Drafter, load_kernels
 from ..drafting.rulesets import DEFAULT, rule_set
 
 AUTO: Any = object()  # the rule set's own policy (its engine_policy())
@@ -32,13 +32,16 @@ def engine_drafter(
     **kwargs: Any,
 ) -> Drafter:
     """A Drafter with an engine adapter's defaults for its rule set (``ENGINE_N_DRAFT``,
-    ``engine_policy()``, ``drafting/rulesets.py``)."""
+    ``engine_policy()``, ``drafting/rulesets.py``), its kernels loaded (a request need
+    not wait for them)."""
     rules = rule_set(kwargs.get("rules", DEFAULT))
     if n_draft is None:
         n_draft = rules.ENGINE_N_DRAFT
     if policy is AUTO:
         policy = rules.engine_policy()
-    return Drafter(static, dynamic, n_draft, *args, policy=policy, **kwargs)
+    drafter = Drafter(static, dynamic, n_draft, *args, policy=policy, **kwargs)
+    load_kernels(kwargs.get("rules", DEFAULT))
+    return drafter
 
 
 class PassClock:
