@@ -76,12 +76,51 @@ print(sorted(loaded() - before))
 """
 
 
+# The same for a BatchDrafter after its rule set's load_kernels (what vLLM's proposer calls
+# as it is made), on one thread and over the machine's threads.
+_FIRST_STEP_LOADS = """
+import sys
+import numpy as np
+from numba.core.registry import CPUDispatcher
+from ngramdraft import BatchDrafter
+from ngramdraft.drafting.batch import PARALLEL_FROM, load_kernels
+
+def loaded():
+    return {
+        (name, k)
+        for name, mod in list(sys.modules.items())
+        if name.startswith("ngramdraft")
+        for k, v in list(vars(mod).items())
+        if isinstance(v, CPUDispatcher) and v.overloads
+    }
+
+load_kernels(sys.argv[1])
+before = loaded()
+for n in (1, 8, PARALLEL_FROM + 3):
+    batch = BatchDrafter(rules=sys.argv[1], max_seqs=n)
+    ids = list(range(n))
+    for i in ids:
+        batch.add(i, [5, 6, 7, 5, 6, 7, 5])
+    out, lengths = batch.draft(ids)
+    batch.accept(ids, out, lengths)
+    batch.accept(ids, [[9]] * n)
+    table = np.array([[*batch.tokens(i), 5, 6] for i in ids], dtype=np.int32)
+    batch.sync(ids, table, np.full(n, table.shape[1]))
+    batch.rewind(0, 1)
+    batch.draft(ids)
+    for i in ids:
+        batch.finish(i)
+print(sorted(loaded() - before))
+"""
+
+
 @pytest.mark.parametrize("rules", list(RULE_SETS))
-def test_an_engine_drafter_has_its_kernels_loaded_before_its_first_sequence(rules):
+@pytest.mark.parametrize("script", [_FIRST_SEQUENCE_LOADS, _FIRST_STEP_LOADS], ids=["one", "batch"])
+def test_kernels_are_loaded_before_a_first_sequence(rules, script):
     # numba loads a kernel at its first call (about half a second for a rule set's): a
     # server's or a one-shot generate's first request waited for it after its prompt.
     run = subprocess.run(
-        [sys.executable, "-c", _FIRST_SEQUENCE_LOADS, rules],
+        [sys.executable, "-c", script, rules],
         capture_output=True,
         text=True,
         timeout=600,

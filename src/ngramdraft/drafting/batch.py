@@ -216,3 +216,23 @@ def sync_arguments(
     if n and (lengths.min() < 0 or lengths.max() > token_ids.shape[1]):
         raise InvalidParameterError(f"lengths must be 0 .. {token_ids.shape[1]}")
     return token_ids, lengths, rows
+
+
+def load_kernels(rules: str = "llamacpp") -> None:
+    """Load the compiled kernels a BatchDrafter of ``rules`` runs, on throwaway sequences:
+    on one thread (one sequence) and over the machine's threads (PARALLEL_FROM), as
+    :func:`ngramdraft.drafting.drafter.load_kernels` does for one Drafter (a server's first
+    step would otherwise wait for them, about a quarter of a second)."""
+    prompt = np.array([1, 2, 3, 1, 2, 3, 1, 2], dtype=np.int32)
+    for n in (1, PARALLEL_FROM):
+        warm = BatchDrafter(rules=rules, max_seqs=n)
+        ids = list(range(n))
+        for i in ids:
+            warm.add(i, prompt)
+        warm.draft(ids)
+        warm.accept(ids, [prompt[2:3]] * n)
+        table = np.tile(np.array([1, 2, 3, 1, 2, 3, 1, 2, 3, 1, 2], dtype=np.int32), (n, 1))
+        warm.sync(ids, table, np.full(n, table.shape[1]))
+        warm.rewind(0, 1)
+        for i in ids:
+            warm.finish(i)

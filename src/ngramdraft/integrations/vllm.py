@@ -46,7 +46,7 @@ from typing import Any
 
 import numpy as np
 
-from ..drafting.batch import BatchDrafter
+from ..drafting.batch import BatchDrafter, load_kernels
 from ..drafting.rulesets import DEFAULT
 from ..errors import NgramdraftError
 
@@ -87,12 +87,14 @@ class NgramProposer:
         self.n_draft = spec.num_speculative_tokens
         self.max_model_len = vllm_config.model_config.max_model_len
         max_seqs = vllm_config.scheduler_config.max_num_seqs
+        rules = self.rules or os.environ.get("NGRAMDRAFT_RULES") or DEFAULT
+        load_kernels(rules)  # with the engine's start, not in its first step
         self.batch = BatchDrafter(
             static=self.static or os.environ.get("NGRAMDRAFT_STATIC") or None,
             dynamic=self.dynamic or os.environ.get("NGRAMDRAFT_DYNAMIC") or None,
             n_draft=self.n_draft,
             max_seqs=max_seqs,
-            rules=self.rules or os.environ.get("NGRAMDRAFT_RULES") or DEFAULT,
+            rules=rules,
             save_every=self.save_every,
             # The suffix rules refuse these by name unless left as they are.
             ngram_min=self.ngram_min,
