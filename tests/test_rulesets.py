@@ -47,12 +47,12 @@ def test_a_rule_set_provides_what_rules_looks_up(rules):
     assert type(made.policy) is type(policy)
 
 
-# In a fresh process: the kernels an engine adapter's drafter made there then loads for a
-# sequence of its own (what a first request would wait for).
-_FIRST_SEQUENCE_LOADS = """
+# Run in a fresh process (rules in argv[1]), each script prints the kernels that its
+# first sequence loaded after the drafter was made: what a first request would wait for.
+_LOADED = """
 import sys
+import numpy as np
 from numba.core.registry import CPUDispatcher
-from ngramdraft.integrations.passes import engine_drafter
 
 def loaded():
     return {
@@ -62,6 +62,11 @@ def loaded():
         for k, v in list(vars(mod).items())
         if isinstance(v, CPUDispatcher) and v.overloads
     }
+"""
+
+# An engine adapter's drafter (engine_drafter, as load_llama's and transformers' make it).
+_FIRST_SEQUENCE = """
+from ngramdraft.integrations.passes import engine_drafter
 
 drafter = engine_drafter(rules=sys.argv[1])
 before = loaded()
@@ -75,24 +80,11 @@ drafter.finish()
 print(sorted(loaded() - before))
 """
 
-
-# The same for a BatchDrafter after its rule set's load_kernels (what vLLM's proposer calls
-# as it is made), on one thread and over the machine's threads.
-_FIRST_STEP_LOADS = """
-import sys
-import numpy as np
-from numba.core.registry import CPUDispatcher
+# BatchDrafters after their rule set's load_kernels (what vLLM's proposer calls as it is
+# made), on one thread and over the machine's threads.
+_FIRST_STEP = """
 from ngramdraft import BatchDrafter
 from ngramdraft.drafting.batch import PARALLEL_FROM, load_kernels
-
-def loaded():
-    return {
-        (name, k)
-        for name, mod in list(sys.modules.items())
-        if name.startswith("ngramdraft")
-        for k, v in list(vars(mod).items())
-        if isinstance(v, CPUDispatcher) and v.overloads
-    }
 
 load_kernels(sys.argv[1])
 before = loaded()
@@ -115,12 +107,12 @@ print(sorted(loaded() - before))
 
 
 @pytest.mark.parametrize("rules", list(RULE_SETS))
-@pytest.mark.parametrize("script", [_FIRST_SEQUENCE_LOADS, _FIRST_STEP_LOADS], ids=["one", "batch"])
+@pytest.mark.parametrize("script", [_FIRST_SEQUENCE, _FIRST_STEP], ids=["one", "batch"])
 def test_kernels_are_loaded_before_a_first_sequence(rules, script):
     # numba loads a kernel at its first call (about half a second for a rule set's): a
     # server's or a one-shot generate's first request waited for it after its prompt.
     run = subprocess.run(
-        [sys.executable, "-c", script, rules],
+        [sys.executable, "-c", _LOADED + script, rules],
         capture_output=True,
         text=True,
         timeout=600,
