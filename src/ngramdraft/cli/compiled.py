@@ -19,17 +19,11 @@ import os
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-import numpy as np
 import xxhash
 
 from .._version import __version__
 from ..files.folders import cache_dir
-
-if TYPE_CHECKING:
-    from ..drafting.batch import BatchDrafter
-    from ..drafting.drafter import Drafter
 
 PACKAGE = Path(__file__).resolve().parents[1]
 NOTICE = (
@@ -82,50 +76,15 @@ def exercise(part: str) -> None:
         PARTS[part](Path(folder))
 
 
-def _stream() -> np.ndarray:
-    rng = np.random.default_rng(0)
-    noise = rng.integers(0, 200, 1200)
-    return np.concatenate([noise, np.tile(np.arange(200, 240), 30), noise[:400]]).astype(np.int32)
-
-
-def _drive(drafter: "Drafter", stream: np.ndarray) -> None:
-    """A drafter's every call: start, draft, accept (one token, many), sync, rewind, finish."""
-    drafter.start(stream[:50])
-    for i in range(50, 120):
-        drafter.draft()
-        drafter.accept([int(stream[i])])
-    drafter.accept(stream[120:140])
-    drafter.rewind(5)
-    drafter.sync(stream[:200])
-    drafter.finish()
-    drafter.sync(stream[300:400])
-    drafter.finish()
-
-
-def _drive_batch(batch: "BatchDrafter", stream: np.ndarray, n: int) -> None:
-    """A batch's every call over n sequences (from PARALLEL_FROM on: the threaded kernels)."""
-    ids = list(range(n))
-    for i in ids:
-        batch.add(i, stream[i : i + 60])
-    tokens, lengths = batch.draft(ids)
-    batch.accept(ids, tokens, lengths)
-    batch.accept(ids, [stream[i + 60 : i + 62] for i in ids])
-    table = np.stack([stream[i : i + 90] for i in ids]).astype(np.int32)
-    batch.sync(ids, table, np.full(n, 90))
-    batch.rewind(0, 3)
-    for i in ids:
-        batch.finish(i)
-
-
 def _llamacpp(folder: Path) -> None:
     from ..caches.ngram import NgramCache
     from ..caches.static import StaticCache
-    from ..drafting.batch import BatchDrafter
-    from ..drafting.drafter import Drafter
+    from ..drafting.batch import BatchDrafter, drive_batch
+    from ..drafting.drafter import Drafter, drive_drafter, practice_tokens
     from ..drafting.policy import AdaptiveLength, CostAwareLength
     from ..drafting.replay import replay
 
-    stream = _stream()
+    stream = practice_tokens()
     StaticCache.build(stream, folder / "s.ngd")
     static = StaticCache.open(folder / "s.ngd")
     static.verify(deep=True)
@@ -139,20 +98,20 @@ def _llamacpp(folder: Path) -> None:
     replay(stream, 256, 8, static, folder / "d.ngd", dump=True)
     replay(stream, 256, 8, folder / "c.ngd")
     for policy in (None, AdaptiveLength(), CostAwareLength([1.0] + [1.2] * 8)):
-        _drive(Drafter(static, folder / "d.ngd", policy=policy), stream)
+        drive_drafter(Drafter(static, folder / "d.ngd", policy=policy), stream)
     for n in (4, 40):
-        _drive_batch(BatchDrafter(static, NgramCache(), max_seqs=n), stream, n)
+        drive_batch(BatchDrafter(static, NgramCache(), max_seqs=n), stream, n)
 
 
 def _suffix(folder: Path) -> None:
     from ..caches.requests import RequestMemory
     from ..caches.suffix_corpus import SuffixCorpus
-    from ..drafting.batch import BatchDrafter
-    from ..drafting.drafter import Drafter
+    from ..drafting.batch import BatchDrafter, drive_batch
+    from ..drafting.drafter import Drafter, drive_drafter, practice_tokens
     from ..drafting.policy import CostAwareLength
     from ..drafting.replay import replay
 
-    stream = _stream()
+    stream = practice_tokens()
     SuffixCorpus.build(stream, folder / "c.ngd")
     corpus = SuffixCorpus.open(folder / "c.ngd")
     corpus.verify(deep=True)
@@ -161,18 +120,19 @@ def _suffix(folder: Path) -> None:
     memory.save(folder / "r.ngd")
     replay(stream, 256, 8, corpus, folder / "r.ngd", rules="suffix", dump=True)
     for policy in (None, CostAwareLength()):
-        _drive(Drafter(corpus, folder / "r.ngd", rules="suffix", policy=policy), stream)
-    _drive(Drafter(rules="suffix", n_draft=32), stream)
+        drive_drafter(Drafter(corpus, folder / "r.ngd", rules="suffix", policy=policy), stream)
+    drive_drafter(Drafter(rules="suffix", n_draft=32), stream)
     for n in (4, 40):
-        _drive_batch(BatchDrafter(corpus, memory, rules="suffix", max_seqs=n), stream, n)
+        drive_batch(BatchDrafter(corpus, memory, rules="suffix", max_seqs=n), stream, n)
 
 
 def _commands(folder: Path) -> None:
     """The commands' own paths (token files in, every kind of file out)."""
+    from ..drafting.drafter import practice_tokens
     from .parser import parser
 
     t, s, x, b = (str(folder / name) for name in ("t.i32", "s.ngd", "x.ngd", "s.bin"))
-    _stream().astype("<i4").tofile(t)
+    practice_tokens().astype("<i4").tofile(t)
     commands = [
         ["build-static", t, "-o", s, "-q"],
         ["build-static", t, "--suffix", "-o", x, "-q"],

@@ -18,6 +18,7 @@ import numpy as np
 
 from ..errors import InvalidParameterError, InvalidTokensError
 from ..validation import check_token_range
+from .drafter import practice_tokens
 from .rulesets import rule_set
 
 if TYPE_CHECKING:
@@ -218,21 +219,31 @@ def sync_arguments(
     return token_ids, lengths, rows
 
 
+def drive_batch(batch: BatchDrafter, stream: np.ndarray, n: int) -> None:
+    """A batch's every call over n sequences of ``stream`` (n + 90 tokens or more); from
+    PARALLEL_FROM sequences on, the threaded kernels."""
+    ids = list(range(n))
+    for i in ids:
+        batch.add(i, stream[i : i + 60])
+    tokens, lengths = batch.draft(ids)
+    batch.accept(ids, tokens, lengths)
+    batch.accept(ids, [stream[i + 60 : i + 62] for i in ids])
+    table = np.stack([stream[i : i + 90] for i in ids]).astype(np.int32)
+    batch.sync(ids, table, np.full(n, 90))
+    batch.rewind(0, 3)
+    for i in ids:
+        batch.finish(i)
+
+
+_LOADED: set[str] = set()  # the rule sets whose batch kernels this process has loaded
+
+
 def load_kernels(rules: str = "llamacpp") -> None:
-    """Load the compiled kernels a BatchDrafter of ``rules`` runs, on throwaway sequences:
-    on one thread (one sequence) and over the machine's threads (PARALLEL_FROM), as
-    :func:`ngramdraft.drafting.drafter.load_kernels` does for one Drafter (a server's first
-    step would otherwise wait for them, about a quarter of a second)."""
-    prompt = np.array([1, 2, 3, 1, 2, 3, 1, 2], dtype=np.int32)
-    for n in (1, PARALLEL_FROM):
-        warm = BatchDrafter(rules=rules, max_seqs=n)
-        ids = list(range(n))
-        for i in ids:
-            warm.add(i, prompt)
-        warm.draft(ids)
-        warm.accept(ids, [prompt[2:3]] * n)
-        table = np.tile(np.array([1, 2, 3, 1, 2, 3, 1, 2, 3, 1, 2], dtype=np.int32), (n, 1))
-        warm.sync(ids, table, np.full(n, table.shape[1]))
-        warm.rewind(0, 1)
-        for i in ids:
-            warm.finish(i)
+    """Load the compiled kernels a BatchDrafter of ``rules`` runs, once per process, on
+    throwaway batches of one sequence and of PARALLEL_FROM, as
+    :func:`ngramdraft.drafting.drafter.load_kernels` does for one Drafter (a server's
+    first step would otherwise wait for them, about a quarter of a second)."""
+    if rules not in _LOADED:
+        for n in (1, PARALLEL_FROM):
+            drive_batch(BatchDrafter(rules=rules, max_seqs=n), practice_tokens(), n)
+        _LOADED.add(rules)

@@ -258,21 +258,43 @@ class Drafter:
             raise NgramdraftError("call start(prompt_tokens) before drafting or accepting")
 
 
+def practice_tokens() -> np.ndarray:
+    """1,600 tokens that take the kernels down their paths: noise, a run repeated 30
+    times (drafts that hold), noise again."""
+    rng = np.random.default_rng(0)
+    noise = rng.integers(0, 200, 1200)
+    return np.concatenate([noise, np.tile(np.arange(200, 240), 30), noise[:400]]).astype(np.int32)
+
+
+def drive_drafter(drafter: Drafter, stream: np.ndarray) -> None:
+    """A drafter's every call over ``stream`` (400 tokens or more): start, draft, accept
+    (one token, many), rewind, sync, finish."""
+    drafter.start(stream[:50])
+    for i in range(50, 120):
+        drafter.draft()
+        drafter.accept([int(stream[i])])
+    drafter.accept(stream[120:140])
+    drafter.rewind(5)
+    drafter.sync(stream[:200])
+    drafter.finish()
+    drafter.sync(stream[300:400])
+    drafter.finish()
+
+
+_LOADED: set[str] = set()  # the rule sets whose kernels this process has loaded
+
+
 def load_kernels(rules: str = "llamacpp") -> None:
-    """Load the compiled kernels a Drafter of ``rules`` runs, on a throwaway sequence.
+    """Load the compiled kernels a Drafter of ``rules`` runs, once per process, on a
+    throwaway drafter.
 
     numba loads each kernel at its first call, about half a second for a
     rule set's: a server or a one-shot ``generate`` would otherwise pay it
     inside its first request, after the prompt. The engine adapters call this
     as they are made, with the model's load. The throwaway drafter has no
-    caches of the caller's, so nothing of its sequence is kept; the kernels
+    caches of the caller's, so nothing of its sequences is kept; the kernels
     only a static cache reaches load at its first use.
     """
-    warm = Drafter(rules=rules)
-    warm.start([1, 2, 3, 1, 2, 3, 1, 2])
-    warm.draft()
-    warm.accept([3])  # a decoding loop's one token has a path of its own
-    warm.accept([1, 2])
-    warm.draft()
-    warm.rewind(1)
-    warm.finish()
+    if rules not in _LOADED:
+        drive_drafter(Drafter(rules=rules), practice_tokens())
+        _LOADED.add(rules)

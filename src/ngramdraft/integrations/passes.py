@@ -34,13 +34,14 @@ def engine_drafter(
     """A Drafter with an engine adapter's defaults for its rule set (``ENGINE_N_DRAFT``,
     ``engine_policy()``, ``drafting/rulesets.py``), its kernels loaded (a request need
     not wait for them)."""
-    rules = rule_set(kwargs.get("rules", DEFAULT))
+    name = kwargs.get("rules", DEFAULT)
+    rules = rule_set(name)
     if n_draft is None:
         n_draft = rules.ENGINE_N_DRAFT
     if policy is AUTO:
         policy = rules.engine_policy()
     drafter = Drafter(static, dynamic, n_draft, *args, policy=policy, **kwargs)
-    load_kernels(kwargs.get("rules", DEFAULT))
+    load_kernels(name)
     return drafter
 
 
