@@ -1,7 +1,7 @@
 """Two checkouts side by side: replay, Drafter, BatchDrafter, a model's load, in fresh processes.
 
     python benchmarks/ab.py --before ../base/src --after src [--rounds 5] [--smoke]
-        [--probes replay,drafter,batch,suffix-corpus,suffix-long,suffix-batch,suffix-sync,
+        [--probes replay,drafter,batch,batch-few,suffix-corpus,suffix-long,suffix-batch,suffix-sync,
                   suffix-replay,suffix-start,suffix-rebase,suffix-evict,suffix-edit,
                   llama-load]
 
@@ -17,6 +17,8 @@ checkouts must have:
   over the same stream: us per call pair;
 * ``batch``: a BatchDrafter of 256 sequences, each a window of the stream:
   draft(all) and accept(all, one token each) per step: us per sequence-step;
+* ``batch-few``: as ``batch``, with 8 sequences (a small server's step, where
+  the calls' fixed cost shows);
 * ``suffix-corpus``: as ``drafter``, with ``rules="suffix"`` and the 541 MB
   corpus's suffix file (its warm-up over before the clock starts);
 * ``suffix-long``: as ``suffix-corpus``, the drafter started with a
@@ -66,6 +68,7 @@ PROBES = {
     "replay": "static",
     "drafter": "static",
     "batch": "static",
+    "batch-few": "static",
     "suffix-corpus": "suffix",
     "suffix-long": "suffix",
     "suffix-batch": None,
@@ -83,6 +86,7 @@ SMOKE_PROBES = "drafter,suffix-batch,llama-load"
 LONG_PROMPT = 1 << 16
 MEMORY = 1 << 20
 BATCH = 256
+FEW = 8  # a small server's running requests
 
 
 def probe(name, corpus_path, tokens_path, quick):
@@ -121,7 +125,8 @@ def probe(name, corpus_path, tokens_path, quick):
         return result.t_draft_ms * 1000 / result.n_drafted
     if name == "drafter":
         return _per_call(Drafter(static=static), stream, quick)
-    return _per_row(BatchDrafter(static=static, max_seqs=BATCH), stream, quick)
+    size = FEW if name == "batch-few" else BATCH
+    return _per_row(BatchDrafter(static=static, max_seqs=size), stream, quick, size=size)
 
 
 def _load_seconds(smoke):
@@ -134,18 +139,18 @@ def _load_seconds(smoke):
     return time.perf_counter() - t0
 
 
-def _per_row(batch, stream, quick, sync=False):
-    """us per sequence-step: draft(all) and accept(all, one token each), BATCH windows;
+def _per_row(batch, stream, quick, sync=False, size=BATCH):
+    """us per sequence-step: draft(all) and accept(all, one token each), ``size`` windows;
     or ``sync``, the windows so far handed over whole."""
     steps = 100 if quick else 400
-    ids = list(range(BATCH))
-    offsets = np.linspace(0, len(stream) - steps - 200, BATCH).astype(int)
+    ids = list(range(size))
+    offsets = np.linspace(0, len(stream) - steps - 200, size).astype(int)
     table = np.stack([stream[at : at + 64 + steps] for at in offsets]).astype(np.int32)
     for i in ids:
         batch.add(i, table[i, :64])
     timed = 0.0
     for step in range(steps):
-        lengths = np.full(BATCH, 64 + step + 1)
+        lengths = np.full(size, 64 + step + 1)
         t0 = time.perf_counter()
         batch.draft(ids)
         if sync:
@@ -154,7 +159,7 @@ def _per_row(batch, stream, quick, sync=False):
             batch.accept(ids, [[int(token)] for token in table[:, 64 + step]])
         if step >= 10:  # the first steps load the kernels
             timed += time.perf_counter() - t0
-    return 1e6 * timed / ((steps - 10) * BATCH)
+    return 1e6 * timed / ((steps - 10) * size)
 
 
 def _edit_per_token(quick):
@@ -273,6 +278,7 @@ UNITS = {
     "replay": "us per drafted token",
     "drafter": "us per draft()+accept()",
     "batch": f"us per sequence-step ({BATCH} sequences)",
+    "batch-few": f"us per sequence-step ({FEW} sequences)",
     "suffix-corpus": "us per draft()+accept()",
     "suffix-long": "us per draft()+accept(), 64k context",
     "suffix-batch": f"us per sequence-step ({BATCH} sequences)",

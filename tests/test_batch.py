@@ -147,6 +147,18 @@ def test_bad_ids_and_capacity_are_named():
     assert len(batch) == 2 and "c" in batch and "a" not in batch
 
 
+@pytest.mark.parametrize("rules", ["llamacpp", "suffix"])
+def test_tokens_given_flat_instead_of_one_sequence_each_are_named(rules):
+    # A flat list of ids (one sequence's tokens, not a list of them) was a TypeError
+    # from len().
+    batch = BatchDrafter(max_seqs=2, rules=rules)
+    batch.add("a", [1, 2])
+    for flat in ([5], 5, [None], np.int32(5)):
+        with pytest.raises(InvalidTokensError, match="one sequence of ids per seq_id"):
+            batch.accept(["a"], flat)
+    assert batch.tokens("a").tolist() == [1, 2]
+
+
 def test_sequences_longer_than_their_buffers_grow(tmp_path):
     batch = BatchDrafter(dynamic=tmp_path / "d.ngd")
     batch.add(0, [1, 2, 3])

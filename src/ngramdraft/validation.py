@@ -33,11 +33,8 @@ def as_tokens(values: Any, name: str = "tokens") -> np.ndarray:
     if _short_valid_list(values):
         return np.array(values, dtype=np.int32)
     arr = np.asarray(values)
-    if arr.dtype == np.int32 and arr.ndim == 1:
-        # The common case in a decoding loop: only negative ids can be out of
-        # range. A few tokens are checked faster as a list than by numpy's min().
-        if arr.size and (min(arr.tolist()) if arr.size <= 32 else arr.min()) < 0:
-            check_token_range(arr, name)
+    if arr.dtype == np.int32 and arr.ndim == 1:  # the common case in a decoding loop
+        check_token_range(arr, name)
         return np.ascontiguousarray(arr)
     if arr.size == 0 and arr.ndim == 1:
         return np.zeros(0, dtype=np.int32)
@@ -53,12 +50,17 @@ def check_token_range(arr: np.ndarray, name: str = "tokens", base: int = 0) -> N
     """Raise naming the first id outside 0 .. 2**31-1 (its index offset by ``base``)."""
     if arr.size == 0:
         return
-    lo, hi = arr.min(), arr.max()
-    if lo < 0 or hi > TOKEN_MAX:
-        bad = int(np.flatnonzero((arr < 0) | (arr > TOKEN_MAX))[0])
-        raise InvalidTokensError(
-            f"{name}[{base + bad}] = {int(arr[bad])} is not a token id (ids are 0 .. {TOKEN_MAX})"
-        )
+    if arr.dtype == np.int32:
+        # Only negative ids can be out of range; a few tokens (a decoding loop's
+        # step) are checked faster as a list than by numpy's min().
+        if (min(arr.tolist()) if arr.size <= 32 and arr.ndim == 1 else arr.min()) >= 0:
+            return
+    elif arr.min() >= 0 and arr.max() <= TOKEN_MAX:
+        return
+    bad = int(np.flatnonzero((arr < 0) | (arr > TOKEN_MAX))[0])
+    raise InvalidTokensError(
+        f"{name}[{base + bad}] = {int(arr[bad])} is not a token id (ids are 0 .. {TOKEN_MAX})"
+    )
 
 
 def check_int(value: object, name: str, lo: int, hi: int | None = None) -> int:

@@ -141,6 +141,17 @@ def on_threads(
         kernel(*args)
 
 
+def left_over(status: np.ndarray) -> list[int]:
+    """The sequences a batch's accept left for Python (status >= 0: room to make), in order.
+
+    A step usually leaves none, which one reduction tells: cheaper than finding them
+    for the few sequences of a small server's step.
+    """
+    if status.max(initial=DONE) < 0:
+        return []
+    return np.flatnonzero(status >= 0).tolist()
+
+
 def flatten_tokens(
     tokens: Any, lengths: "ArrayLike | None", n: int
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -155,23 +166,32 @@ def flatten_tokens(
         if n and (lengths.min() < 0 or lengths.max() > arr.shape[1]):
             raise InvalidTokensError(f"lengths must be 0 .. {arr.shape[1]} (the rows' width)")
         flat = arr[np.arange(arr.shape[1]) < lengths[:, None]]
+        offsets = np.zeros(n + 1, dtype=np.int64)
+        np.cumsum(lengths, out=offsets[1:])
     else:
-        if len(tokens) != n:
-            raise InvalidTokensError(f"got {len(tokens)} token sequences for {n} seq_ids")
-        lengths = np.fromiter(map(len, tokens), dtype=np.int64, count=n)
+        try:
+            if len(tokens) != n:
+                raise InvalidTokensError(f"got {len(tokens)} token sequences for {n} seq_ids")
+            # Summed in Python: for the few sequences of a small server's step, numpy's
+            # cumsum alone costs more than the accept's kernel.
+            sums = itertools.accumulate(map(len, tokens), initial=0)
+            offsets = np.fromiter(sums, dtype=np.int64, count=n + 1)
+        except TypeError:  # an id where a sequence of ids belongs: a flat list of tokens
+            raise InvalidTokensError(
+                f"tokens must hold one sequence of ids per seq_id (a list of {n} lists "
+                "or arrays), or be a 2-D array with lengths"
+            ) from None
         joined = _joined(tokens) if n and type(tokens[0]) is np.ndarray else None
         if joined is not None:
             flat = joined
         else:
             flat = np.array(list(itertools.chain.from_iterable(tokens)))
             flat = flat if flat.size else np.zeros(0, dtype=np.int64)
-        if flat.ndim != 1 or len(flat) != int(lengths.sum()):
+        if flat.ndim != 1 or len(flat) != offsets[n]:
             raise InvalidTokensError("each sequence's tokens must be a flat sequence of ids")
     if flat.dtype.kind not in "iu" or flat.dtype == np.bool_:
         raise InvalidTokensError(f"tokens must be integer ids, got dtype {flat.dtype}")
     check_token_range(flat, "tokens")
-    offsets = np.zeros(n + 1, dtype=np.int64)
-    np.cumsum(lengths, out=offsets[1:])
     return np.ascontiguousarray(flat, dtype=np.int32), offsets
 
 

@@ -21,6 +21,7 @@ from ...drafting.batch import (
     BatchDrafter,
     check_new_sequence,
     flatten_tokens,
+    left_over,
     on_threads,
     sync_arguments,
 )
@@ -119,7 +120,7 @@ class LlamaCppBatch(BatchDrafter):
         """(tokens, lengths): row i holds lengths[i] drafted tokens for seq_ids[i] (int32)."""
         rows = self._rows(seq_ids)
         out = np.zeros((len(rows), self.n_draft), dtype=np.int32)
-        lengths = np.zeros(len(rows), dtype=np.int64)
+        lengths = np.zeros(len(rows), dtype=np.int32)
         with self.dynamic.lock:  # no merge from another thread while the kernels read it
             on_threads(len(rows), draft_rows, draft_rows_parallel, self._states, rows, out, lengths)
         if len(rows) and (lengths.min() == CORRUPT or self._damaged()):
@@ -127,7 +128,7 @@ class LlamaCppBatch(BatchDrafter):
                 f"{getattr(self.static, 'path', None)}: static cache damaged "
                 "(see `ngramdraft inspect --verify`)"
             )
-        return out, lengths.astype(np.int32)
+        return out, lengths
 
     def accept(
         self,
@@ -185,7 +186,7 @@ class LlamaCppBatch(BatchDrafter):
         new_tokens: Callable[[int], np.ndarray],
     ) -> None:
         """Finish the accepts that stopped for room: a full sequence or context table."""
-        for i in np.flatnonzero(status >= 0).tolist():
+        for i in left_over(status):
             self._active[seq_ids[i]][1].finish_accept(new_tokens(i), int(status[i]))
 
     def rewind(self, seq_id: Hashable, n: int) -> None:

@@ -25,6 +25,7 @@ from ...drafting.batch import (
     BatchDrafter,
     check_new_sequence,
     flatten_tokens,
+    left_over,
     on_threads,
     sync_arguments,
 )
@@ -126,7 +127,7 @@ class SuffixBatch(BatchDrafter):
         with self.dynamic.lock:
             args = (_states(drafters), flat, offsets, status)
             on_threads(len(drafters), accept_rows, accept_rows_parallel, *args)
-        for i in np.flatnonzero(status == NEED_ROOM).tolist():  # grown, then accepted alone
+        for i in left_over(status):  # grown, then accepted alone
             drafters[i].finish_accept(flat[offsets[i] : offsets[i + 1]])
 
     def sync(
