@@ -76,6 +76,9 @@ drafter.accept([9])
 drafter.sync([*drafter.tokens, 5, 6])
 drafter.rewind(1)
 drafter.draft()
+for token in range(100, 3000):  # a sequence whose context table grows
+    drafter.draft()
+    drafter.accept([token % 700])
 drafter.finish()
 print(sorted(loaded() - before))
 """
@@ -100,6 +103,9 @@ for n in (1, 8, PARALLEL_FROM + 3):
     batch.sync(ids, table, np.full(n, table.shape[1]))
     batch.rewind(0, 1)
     batch.draft(ids)
+    for token in range(100, 3000):  # sequences whose context tables grow
+        batch.draft(ids)
+        batch.accept(ids, [[token % 700]] * n)
     for i in ids:
         batch.finish(i)
 print(sorted(loaded() - before))

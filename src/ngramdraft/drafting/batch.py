@@ -240,8 +240,8 @@ def sync_arguments(
 
 
 def drive_batch(batch: BatchDrafter, stream: np.ndarray, n: int) -> None:
-    """A batch's every call over n sequences of ``stream`` (n + 90 tokens or more); from
-    PARALLEL_FROM sequences on, the threaded kernels."""
+    """A batch's every call over n sequences of ``stream`` (:func:`practice_tokens`, n
+    fewer than a thousand); from PARALLEL_FROM sequences on, the threaded kernels."""
     ids = list(range(n))
     for i in ids:
         batch.add(i, stream[i : i + 60])
@@ -251,6 +251,7 @@ def drive_batch(batch: BatchDrafter, stream: np.ndarray, n: int) -> None:
     table = np.stack([stream[i : i + 90] for i in ids]).astype(np.int32)
     batch.sync(ids, table, np.full(n, 90))
     batch.rewind(0, 3)
+    batch.accept([0], [stream[n:]])  # more than its buffer and context table hold: both grow
     for i in ids:
         batch.finish(i)
 

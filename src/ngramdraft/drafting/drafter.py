@@ -259,7 +259,7 @@ class Drafter:
 
 
 def practice_tokens() -> np.ndarray:
-    """1,600 tokens that take the kernels down their paths: noise, a run repeated 30
+    """2,800 tokens that take the kernels down their paths: noise, a run repeated 30
     times (drafts that hold), noise again."""
     rng = np.random.default_rng(0)
     noise = rng.integers(0, 200, 1200)
@@ -267,8 +267,8 @@ def practice_tokens() -> np.ndarray:
 
 
 def drive_drafter(drafter: Drafter, stream: np.ndarray) -> None:
-    """A drafter's every call over ``stream`` (400 tokens or more): start, draft, accept
-    (one token, many), rewind, sync, finish."""
+    """A drafter's every call over ``stream`` (:func:`practice_tokens`): start, draft,
+    accept (one token, many, so many that the context table grows), rewind, sync, finish."""
     drafter.start(stream[:50])
     for i in range(50, 120):
         drafter.draft()
@@ -276,6 +276,7 @@ def drive_drafter(drafter: Drafter, stream: np.ndarray) -> None:
     drafter.accept(stream[120:140])
     drafter.rewind(5)
     drafter.sync(stream[:200])
+    drafter.accept(stream[200:])
     drafter.finish()
     drafter.sync(stream[300:400])
     drafter.finish()
