@@ -1,8 +1,8 @@
 """Two checkouts side by side: replay, Drafter, BatchDrafter, a model's load, in fresh processes.
 
     python benchmarks/ab.py --before ../base/src --after src [--rounds 5] [--smoke]
-        [--probes replay,drafter,batch,batch-few,suffix-corpus,suffix-long,suffix-batch,suffix-sync,
-                  suffix-replay,suffix-start,suffix-rebase,suffix-evict,suffix-edit,
+        [--probes replay,drafter,batch,batch-few,vllm-few,suffix-corpus,suffix-long,
+                  suffix-batch,suffix-sync,suffix-replay,suffix-start,suffix-rebase,suffix-evict,suffix-edit,
                   llama-load]
 
 Each round runs every (variant, probe) pair in a process of its own, the
@@ -19,6 +19,9 @@ checkouts must have:
   draft(all) and accept(all, one token each) per step: us per sequence-step;
 * ``batch-few``: as ``batch``, with 8 sequences (a small server's step, where
   the calls' fixed cost shows);
+* ``vllm-few``: ngramdraft's vLLM proposer driven as ``serving.py --vllm``
+  drives it (vLLM's token table, 8 requests, rows reused as they end): us per
+  sequence-step of ``propose()``; run ab.py with vLLM's environment's python;
 * ``suffix-corpus``: as ``drafter``, with ``rules="suffix"`` and the 541 MB
   corpus's suffix file (its warm-up over before the clock starts);
 * ``suffix-long``: as ``suffix-corpus``, the drafter started with a
@@ -61,7 +64,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import corpora, drafters, engines, harness, workloads
+from common import corpora, drafters, engines, harness, servers, workloads
 
 # Each probe's corpus: the 2-gram cache, the suffix file, or none.
 PROBES = {
@@ -69,6 +72,7 @@ PROBES = {
     "drafter": "static",
     "batch": "static",
     "batch-few": "static",
+    "vllm-few": "static",
     "suffix-corpus": "suffix",
     "suffix-long": "suffix",
     "suffix-batch": None,
@@ -95,6 +99,9 @@ def probe(name, corpus_path, tokens_path, quick):
 
     if name == "llama-load":
         return _load_seconds(quick)
+    if name == "vllm-few":
+        steps = 300 if quick else 6000
+        return servers.run_vllm("ngramdraft-vllm", FEW, steps, quick)["us_per_seq_step"]
     stream = np.load(tokens_path)
     if name == "suffix-replay":
         n = 20_000 if quick else len(stream)
@@ -279,6 +286,7 @@ UNITS = {
     "drafter": "us per draft()+accept()",
     "batch": f"us per sequence-step ({BATCH} sequences)",
     "batch-few": f"us per sequence-step ({FEW} sequences)",
+    "vllm-few": f"us per sequence-step of propose() ({FEW} requests)",
     "suffix-corpus": "us per draft()+accept()",
     "suffix-long": "us per draft()+accept(), 64k context",
     "suffix-batch": f"us per sequence-step ({BATCH} sequences)",

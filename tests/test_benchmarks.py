@@ -87,10 +87,30 @@ SMOKES = [
 def test_every_benchmark_has_a_smoke_run(name, tmp_path):
     for module in NEEDS.get(name, (None, ()))[1]:
         pytest.importorskip(module)
-    env = {**os.environ, "NGRAMDRAFT_SMOKE_RESULTS": str(tmp_path)}
+    _smoke(sys.executable, name, tmp_path)
+
+
+# The measurements of ngramdraft's vLLM proposer run in vLLM's own environment.
+VLLM_SMOKES = ["serving.py --vllm", "ab.py --before src --after src --probes vllm-few"]
+
+
+@pytest.mark.parametrize("name", VLLM_SMOKES)
+def test_the_vllm_measurements_have_a_smoke_run(name, tmp_path, vllm_python):
+    # vLLM's numba is another version: a cache of its own, not this one's recompiled.
+    _smoke(
+        vllm_python,
+        name,
+        tmp_path,
+        NUMBA_CACHE_DIR=str(Path(vllm_python).parents[1] / "numba-cache"),
+    )
+
+
+def _smoke(python, name, tmp_path, **env):
+    """Run ``name`` (a script and its arguments) with --smoke; check the results it wrote."""
+    env = {**os.environ, **env, "NGRAMDRAFT_SMOKE_RESULTS": str(tmp_path)}
     script, *args = name.split()
     done = subprocess.run(
-        [sys.executable, str(BENCHMARKS / script), "--smoke", *args],
+        [python, str(BENCHMARKS / script), "--smoke", *args],
         capture_output=True,
         text=True,
         env=env,
