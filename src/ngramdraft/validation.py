@@ -48,19 +48,25 @@ def as_tokens(values: Any, name: str = "tokens") -> np.ndarray:
 
 def check_token_range(arr: np.ndarray, name: str = "tokens", base: int = 0) -> None:
     """Raise naming the first id outside 0 .. 2**31-1 (its index offset by ``base``)."""
-    if arr.size == 0:
-        return
-    if arr.dtype == np.int32:
-        # Only negative ids can be out of range; a few tokens (a decoding loop's
-        # step) are checked faster as a list than by numpy's min().
-        if (min(arr.tolist()) if arr.size <= 32 and arr.ndim == 1 else arr.min()) >= 0:
-            return
-    elif arr.min() >= 0 and arr.max() <= TOKEN_MAX:
+    # int32 ids cannot pass TOKEN_MAX: only negative ones can be out of range.
+    if within(arr, 0, None if arr.dtype == np.int32 else TOKEN_MAX):
         return
     bad = int(np.flatnonzero((arr < 0) | (arr > TOKEN_MAX))[0])
     raise InvalidTokensError(
         f"{name}[{base + bad}] = {int(arr[bad])} is not a token id (ids are 0 .. {TOKEN_MAX})"
     )
+
+
+def within(values: np.ndarray, lo: int, hi: int | None = None) -> bool:
+    """Whether every one of ``values`` is in lo .. hi (hi None: no upper bound).
+
+    A few values (a decoding loop's tokens, an engine step's few requests) are
+    checked as a list: numpy's min() and max() cost more than that on tiny arrays.
+    """
+    if values.size <= 32 and values.ndim == 1:
+        listed = values.tolist()
+        return not listed or (min(listed) >= lo and (hi is None or max(listed) <= hi))
+    return values.size == 0 or bool(values.min() >= lo and (hi is None or values.max() <= hi))
 
 
 def check_int(value: object, name: str, lo: int, hi: int | None = None) -> int:

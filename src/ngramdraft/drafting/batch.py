@@ -17,7 +17,7 @@ import numba
 import numpy as np
 
 from ..errors import InvalidParameterError, InvalidTokensError
-from ..validation import check_token_range
+from ..validation import check_token_range, within
 from .drafter import practice_tokens
 from .rulesets import rule_set
 
@@ -163,7 +163,7 @@ def flatten_tokens(
             raise InvalidTokensError(
                 f"with lengths, tokens must be a 2-D array of {n} rows and lengths {n} counts"
             )
-        if not _within(lengths, 0, arr.shape[1]):
+        if not within(lengths, 0, arr.shape[1]):
             raise InvalidTokensError(f"lengths must be 0 .. {arr.shape[1]} (the rows' width)")
         flat = arr[np.arange(arr.shape[1]) < lengths[:, None]]
         offsets = np.zeros(n + 1, dtype=np.int64)
@@ -232,20 +232,11 @@ def sync_arguments(
     lengths = np.asarray(lengths, dtype=np.int64)
     if rows.shape != (n,) or lengths.shape != (n,):
         raise InvalidParameterError(f"rows and lengths must hold {n} values each")
-    if not _within(rows, 0, len(token_ids) - 1):
+    if not within(rows, 0, len(token_ids) - 1):
         raise InvalidParameterError(f"rows must be 0 .. {len(token_ids) - 1}")
-    if not _within(lengths, 0, token_ids.shape[1]):
+    if not within(lengths, 0, token_ids.shape[1]):
         raise InvalidParameterError(f"lengths must be 0 .. {token_ids.shape[1]}")
     return token_ids, lengths, rows
-
-
-def _within(values: np.ndarray, lo: int, hi: int) -> bool:
-    """Whether every one of ``values`` (1-D) is in lo .. hi. A few are checked as a list:
-    numpy's min() and max() cost more than that for an engine step of a few requests."""
-    if len(values) > 32:
-        return bool(values.min() >= lo and values.max() <= hi)
-    listed = values.tolist()
-    return not listed or (min(listed) >= lo and max(listed) <= hi)
 
 
 def drive_batch(batch: BatchDrafter, stream: np.ndarray, n: int) -> None:
