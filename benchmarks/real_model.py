@@ -49,7 +49,10 @@ between the two tokens there (one-token evaluation) are reported.
 
 ``--quantizations Q8_0,F16`` adds the same model requantized here with
 llama.cpp's quantizer (``llama_model_quantize``, from the shipped Q4_K_M),
-each a model of its own in the table.
+each a model of its own in the table, and each also measured against the
+shipped file's plain engine of the same round (what a user who converts the
+file gains over one who runs it as it came; whether the answers stay the
+shipped file's is ``quality.py``'s to say).
 
 Results: ``benchmarks/results/real_model/STAMP.{md,json}``.
 """
@@ -142,6 +145,11 @@ def summarize(runs, costs, margins):
     """Per (model, workload, drafter): times, speedups, passes, ceiling, allowed, identity."""
     table = {}
     base = {(r["round"], r["model"], r["workload"]): r for r in runs if r["drafter"] == "none"}
+    shipped = {
+        (r["round"], r["spec"]["model"], r["workload"]): r
+        for r in runs
+        if r["drafter"] == "none" and not r["spec"].get("quantization")
+    }
     keys = dict.fromkeys(_key(r) for r in runs)
     for model, workload, drafter in keys:
         mine = [r for r in runs if _key(r) == (model, workload, drafter)]
@@ -178,8 +186,21 @@ def summarize(runs, costs, margins):
             entry["of_allowed"] = harness.spread(achieved)
         entry["identical"] = all(r["identical"] for r in mine)
         entry["divergences"] = [m for m in margins if m["key"] == [model, workload, drafter]]
+        if mine[0]["spec"].get("quantization"):
+            entry["vs_shipped"] = _against_shipped(mine, shipped)
         table.setdefault(model, {}).setdefault(workload, {})[drafter] = entry
     return table
+
+
+def _against_shipped(mine, shipped):
+    """A requantized file's runs against the shipped file's plain engine, round by round:
+    what a user who converts the file gains over one who runs it as it came."""
+    pairs = [(shipped[(r["round"], r["spec"]["model"], r["workload"])], r) for r in mine]
+    return {
+        "decode_speedup": harness.spread([b["decode_s"] / r["decode_s"] for b, r in pairs]),
+        "total_speedup": harness.spread([b["total_s"] / r["total_s"] for b, r in pairs]),
+        "identical": all(_compare(r, b)[0] for b, r in pairs),
+    }
 
 
 def _key(r):
@@ -246,6 +267,30 @@ def markdown(result):
                     f"| {e['tokens_per_pass']:.2f} | {_share(e.get('of_ceiling'))} "
                     f"| {f'{allowed:.2f}x' if measured else ''} | {of_allowed} | {same} |"
                 )
+        lines.append("")
+    converted = [
+        (model, workload, drafter, e["vs_shipped"])
+        for model, by_workload in result["table"].items()
+        for workload, by_drafter in by_workload.items()
+        for drafter, e in by_drafter.items()
+        if "vs_shipped" in e
+    ]
+    if converted:
+        lines += [
+            "## Requantized files against the file as shipped",
+            "",
+            "Each round's ratio to the shipped file's plain engine (its `none`) in the same "
+            "round: what converting the file gains a user over running it as it came.",
+            "",
+            "| model | workload | drafter | decode | total | same output as shipped |",
+            "|---|---|---|---:|---:|---|",
+        ]
+        for model, workload, drafter, v in converted:
+            lines.append(
+                f"| {model} | {workload} | {result['labels'][model][drafter]} "
+                f"| {harness.fmt(v['decode_speedup'])} | {harness.fmt(v['total_speedup'])} "
+                f"| {'yes' if v['identical'] else 'no'} |"
+            )
         lines.append("")
     return "\n".join(lines) + "\n"
 

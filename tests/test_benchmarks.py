@@ -38,6 +38,7 @@ NEEDS = {
     "ab.py --probes llama-load": ("engine", ("llama_cpp",)),
     "e2e.py": ("engine", ("llama_cpp", "gguf")),
     "real_model.py": ("engine", ("llama_cpp",)),
+    "quality.py": ("engine", ("llama_cpp",)),
     "cluster_build.py": ("cluster", ("distributed",)),
 }
 

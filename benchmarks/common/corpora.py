@@ -30,6 +30,7 @@ REPO = Path(__file__).resolve().parents[2]
 SHARED = Path(os.environ.get("NGRAMDRAFT_SHARED", REPO.parent / "shared"))
 DATA = REPO / "benchmarks" / ".data"
 TRAIN_XZ = SHARED / "corpus" / "gutenberg-train-541M.txt.xz"
+TEST_XZ = SHARED / "corpus" / "gutenberg-test.txt.xz"
 PARITY = SHARED / "parity"
 TOKENIZER = "llama3"
 FULL_MB = 541
@@ -125,6 +126,13 @@ def lookup_file(mb: int) -> Path:
 def test_stream(n_tokens: int) -> np.ndarray:
     """The held-out test stream of the parity data (its first n tokens of test-200k)."""
     return np.fromfile(PARITY / "test-200k.llama3.i32", "<i4")[:n_tokens]
+
+
+def test_text(n_chars: int) -> str:
+    """The held-out books' first ``n_chars`` characters (or fewer, cut after a line)."""
+    with lzma.open(TEST_XZ, "rt", encoding="utf-8") as f:
+        text = f.read(n_chars)
+    return text[: text.rfind("\n") + 1] or text
 
 
 def parity_dump(name: str) -> np.ndarray:

@@ -64,13 +64,15 @@ def vllm_env() -> dict[str, str]:
     return {"NUMBA_CACHE_DIR": str(vllm_python().parents[1] / "numba-cache")}
 
 
-def parser(description: str, *, rounds: int = 3) -> argparse.ArgumentParser:
-    """The arguments every benchmark takes; a script adds its own."""
+def parser(description: str, *, rounds: int | None = 3) -> argparse.ArgumentParser:
+    """The arguments every benchmark takes; a script adds its own (``rounds=None``: a
+    benchmark that times nothing has none)."""
     p = argparse.ArgumentParser(description=description)
     p.add_argument(
         "--smoke", action="store_true", help="seconds of work on the smallest inputs (tests)"
     )
-    p.add_argument("--rounds", type=int, default=rounds, help=f"rounds (default {rounds})")
+    if rounds is not None:
+        p.add_argument("--rounds", type=int, default=rounds, help=f"rounds (default {rounds})")
     p.add_argument("--json", action="store_true", help="print the results as JSON")
     p.add_argument("--worker", help=argparse.SUPPRESS)
     return p
