@@ -253,3 +253,44 @@ def test_ab_times_the_suffix_rules(tmp_path):
         assert ab.probe(name, tmp_path / "c.ngd", stream, quick=True) > 0
     for name in ("batch", "sync", "replay", "start", "rebase", "evict", "edit"):
         assert ab.probe(f"suffix-{name}", "-", stream, quick=True) > 0
+
+
+@pytest.mark.engine
+def test_quality_finds_a_file_no_different_from_itself_and_scores_the_next_token(smollm):
+    """The same file twice: no divergence, the same top token everywhere. A perplexity in
+    the tens on code says each position is scored on the token that follows it (one
+    off, a small model's perplexity runs into the thousands)."""
+    pytest.importorskip("llama_cpp")
+    import quality
+
+    rows = quality.measure({"as shipped": smollm, "again": smollm}, 2, 128)
+    for r in rows:
+        assert r["tokens"] == 2 * 64
+        assert abs(r["kl_mean"]) < 1e-9 and r["same_top"] == 1.0
+    code = [r for r in rows if r["text"] == "code"]
+    assert code[0]["perplexity"] == code[1]["perplexity"] < 30
+
+
+def test_requantized_files_are_measured_against_the_shipped_files_plain_engine():
+    import real_model
+
+    def run(rnd, q, drafter, decode_s, output):
+        spec = {"model": "m", "quantization": q}
+        rows = [{"output": output}]
+        return {
+            "round": rnd,
+            "spec": spec,
+            "workload": "w",
+            "drafter": drafter,
+            "decode_s": decode_s,
+            "total_s": decode_s + 1.0,
+            "rows": rows,
+        }
+
+    shipped = {(r, "m", "w"): run(r, None, "none", 9.0, [1, 2, 3]) for r in (0, 1)}
+    mine = [run(0, "F16", "suffix", 3.0, [1, 2, 3]), run(1, "F16", "suffix", 4.0, [1, 2, 4])]
+    got = real_model._against_shipped(mine, shipped)
+    assert got["decode_speedup"] == {"median": 2.625, "min": 2.25, "max": 3.0}
+    assert got["total_speedup"]["max"] == 10.0 / 4.0
+    assert got["identical"] is False  # round 1 parted at its last token
+    assert real_model._against_shipped(mine[:1], shipped)["identical"] is True
