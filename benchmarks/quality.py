@@ -76,17 +76,16 @@ def log_probs(llama, window: list[int]) -> np.ndarray:
 
 def measure(files: dict[str, Path], n_windows: int, width: int) -> list[dict]:
     """Per (file, text): perplexity, KL from the first file's (the shipped), same top token."""
-    import llama_cpp
+    from ngramdraft.integrations.llama_cpp import plain_llama
 
     llamas = {
-        label: llama_cpp.Llama(
-            str(path),
+        label: plain_llama(
+            path,
             n_ctx=width,
             n_batch=width,
             logits_all=True,
             n_threads=engines.THREADS,
             n_threads_batch=engines.THREADS,
-            verbose=False,
         )
         for label, path in files.items()
     }
@@ -98,14 +97,14 @@ def measure(files: dict[str, Path], n_windows: int, width: int) -> list[dict]:
         same = {label: [] for label in files}
         for window in windows(shipped, kind, n_windows, width):
             targets = np.array(window[width // 2 :])
-            reference = p_reference = None
+            reference = p_reference = top = None
             for label, llama in llamas.items():
                 lp = log_probs(llama, window)
                 nll[label].append(-lp[np.arange(len(targets)), targets])
                 if reference is None:
-                    reference, p_reference = lp, np.exp(lp)
+                    reference, p_reference, top = lp, np.exp(lp), lp.argmax(axis=1)
                 kl[label].append((p_reference * (reference - lp)).sum(axis=1))
-                same[label].append(lp.argmax(axis=1) == reference.argmax(axis=1))
+                same[label].append(lp.argmax(axis=1) == top)
         for label, path in files.items():
             divergence = np.concatenate(kl[label])
             rows.append(
