@@ -161,8 +161,10 @@ class CostAwareLength:
     is known (the tokens before it right) and of those where it was right
     too, apart for the drafts made after a draft the model accepted whole and
     the others (the *condition*; a sequence starts in the second): their
-    ratio, after a prior of one half worth one draft that is never
-    forgotten, is the chance that token j is right given the ones before,
+    ratio, after a prior that is never forgotten, is the chance that token j
+    is right given the ones before (the prior: after a rejection one half,
+    worth one draft; after a whole draft the condition's rate over every j,
+    worth :data:`WHOLE_PRIOR_WEIGHT` drafts),
     and the product of those ratios the chance that the first j are (a
     Kaplan-Meier estimate). A draft of L tokens is then cut to the k <= L
     that maximizes (1 + expected accepted tokens) / pass_cost[k]: all of it
@@ -230,7 +232,11 @@ class CostAwareLength:
         if full == 0:
             return 0
         c, j = self._condition, slice(1, full + 1)
-        given = (self._right[c, j] + PRIOR) / (self._known[c, j] + 1.0)
+        prior, weight = PRIOR, 1.0
+        if c == WHOLE:
+            prior = (self._right[c].sum() + PRIOR) / (self._known[c].sum() + 1.0)
+            weight = WHOLE_PRIOR_WEIGHT
+        given = (self._right[c, j] + weight * prior) / (self._known[c, j] + weight)
         tokens = 1.0 + np.concatenate(([0.0], np.cumsum(np.cumprod(given))))
         return int(np.argmax(tokens / self._costs()[: full + 1]))
 
@@ -284,6 +290,17 @@ class CostAwareLength:
 # would promise a long draft more than it gives (on open questions, 0.86x of
 # one-token passes against 0.97x, replayed on a trained model's own output).
 PRIOR = 0.5
+# After a draft accepted whole the model is copying, and a token's chance hardly
+# depends on its place in the draft: there the prior is the condition's rate over
+# every place, worth this many drafts. One half instead, never outweighed by the
+# decayed counts (about 33 drafts at most), priced each of a copy's tokens 1.5%
+# short of right, 40% over 32 tokens, and cut whole drafts that held in two
+# passes. After a rejection the first token fails far more often than the rest,
+# and that rate would make every place look as bad: one half stays there
+# (replayed over a trained model's answers, pooled there too lost 4-6% on open
+# questions; pooled after a whole draft alone gained 5-10% on the edits and lost
+# nothing beyond 1%, docs/policies.md).
+WHOLE_PRIOR_WEIGHT = 2.0
 PASSES_KEPT = 9  # passes of each size whose fastest is its learned cost
 # A pass over k tokens costs at most about k passes over one (a batch shares the
 # weights' reads); small batches on a CPU come close (llama.cpp: 2 tokens 2.0x,
