@@ -1,7 +1,7 @@
 """Policies on a replay: acceptance, and speed under an engine's measured pass costs.
 
     python benchmarks/policy.py [--costs RESULTS.json] [--tokens 2000] [--smoke]
-    python benchmarks/policy.py --outputs RESULTS.json [--smoke]
+    python benchmarks/policy.py --outputs RESULTS.json [--costs RESULTS.json] [--smoke]
 
 No model runs, so every policy sees exactly the same text: at each step the
 draft is accepted up to the first token that differs from the text, plus the
@@ -23,7 +23,8 @@ Two texts:
   that a ``real_model`` run recorded (its prompts made again with the model's
   chat template), every request of a workload in order through one drafter
   per rule set (llama.cpp's, 8 tokens; the suffix rules, 32), as an engine
-  serves them, priced at that run's curve. Policies: ``whole`` (none),
+  serves them, priced at that run's curve (or ``--costs``'s: another run's,
+  measured on a quieter machine). Policies: ``whole`` (none),
   ``given`` (``CostAwareLength`` given the curve), ``learned`` (what an engine
   user gets: ``CostAwareLength()`` told the load's timed passes and each pass
   at the curve's cost, as the adapter's clock tells it), ``untimed`` (the
@@ -196,7 +197,11 @@ def _costs(path):
 
 def main():
     ap = harness.parser(__doc__.splitlines()[0], rounds=1)
-    ap.add_argument("--costs", type=Path, help="a real_model results file (default: newest)")
+    ap.add_argument(
+        "--costs",
+        type=Path,
+        help="a real_model results file whose pass costs to use (default: --outputs, else newest)",
+    )
     ap.add_argument("--tokens", type=int, help="tokens per workload (2000)")
     ap.add_argument(
         "--outputs", type=Path, help="a real_model results file whose answers to replay"
@@ -207,7 +212,9 @@ def main():
     if args.smoke:
         cost, source, results = SMOKE_COST, "a made-up curve (smoke)", None
     else:
-        cost, source, results = _costs(args.outputs or args.costs)
+        cost, source, results = _costs(args.costs or args.outputs)
+        if args.outputs:
+            results = json.loads(args.outputs.read_text())
     sizes = sorted(cost)  # curve[k]: a pass over 1 + k tokens, relative to one token
     curve = np.interp(range(1, max(RULES.values()) + 2), sizes, [cost[k] for k in sizes])
     curve = (curve / curve[0]).tolist()
