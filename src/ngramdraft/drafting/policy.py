@@ -161,10 +161,10 @@ class CostAwareLength:
     is known (the tokens before it right) and of those where it was right
     too, apart for the drafts made after a draft the model accepted whole and
     the others (the *condition*; a sequence starts in the second): their
-    ratio, after a prior that is never forgotten, is the chance that token j
-    is right given the ones before (the prior: after a rejection one half,
-    worth one draft; after a whole draft the condition's rate over every j,
-    worth :data:`WHOLE_PRIOR_WEIGHT` drafts),
+    ratio, after a prior worth one draft that is never forgotten, is the
+    chance that token j is right given the ones before (the prior: one half
+    after a rejection, the condition's rate over every j after a whole
+    draft; :data:`PRIOR`),
     and the product of those ratios the chance that the first j are (a
     Kaplan-Meier estimate). A draft of L tokens is then cut to the k <= L
     that maximizes (1 + expected accepted tokens) / pass_cost[k]: all of it
@@ -232,11 +232,10 @@ class CostAwareLength:
         if full == 0:
             return 0
         c, j = self._condition, slice(1, full + 1)
-        prior, weight = PRIOR, 1.0
+        prior = PRIOR
         if c == WHOLE:
             prior = (self._right[c].sum() + PRIOR) / (self._known[c].sum() + 1.0)
-            weight = WHOLE_PRIOR_WEIGHT
-        given = (self._right[c, j] + weight * prior) / (self._known[c, j] + weight)
+        given = (self._right[c, j] + prior) / (self._known[c, j] + 1.0)
         tokens = 1.0 + np.concatenate(([0.0], np.cumsum(np.cumprod(given))))
         return int(np.argmax(tokens / self._costs()[: full + 1]))
 
@@ -284,23 +283,23 @@ class CostAwareLength:
         return self._cost
 
 
-# A token's chance to be right before any draft of its length is known. Worth one
-# draft and never forgotten, it keeps a chance drawn from few drafts from being
-# believed: the far tokens of long drafts are known from few, and their product
-# would promise a long draft more than it gives (on open questions, 0.86x of
-# one-token passes against 0.97x, replayed on a trained model's own output).
-PRIOR = 0.5
+# A token's chance to be right before any draft of its length is known, after a
+# rejection. Worth one draft and never forgotten, it keeps a chance drawn from few
+# drafts from being believed: the far tokens of long drafts are known from few, and
+# their product would promise a long draft more than it gives (on open questions,
+# 0.86x of one-token passes against 0.97x, replayed on a trained model's own output).
 # After a draft accepted whole the model is copying, and a token's chance hardly
 # depends on its place in the draft: there the prior is the condition's rate over
-# every place, worth this many drafts. One half instead, never outweighed by the
-# decayed counts (about 33 drafts at most), priced each of a copy's tokens 1.5%
-# short of right, 40% over 32 tokens, and cut whole drafts that held in two
-# passes. After a rejection the first token fails far more often than the rest,
-# and that rate would make every place look as bad: one half stays there
-# (pooled there too, a replay over a trained model's answers lost 4-6% on open
-# questions; pooled after a whole draft alone, the suffix rules gained 4-15% on
-# edits, quotes and a session and moved the rest by under 2%, docs/policies.md).
-WHOLE_PRIOR_WEIGHT = 2.0
+# every place. One half there, never outweighed by the decayed counts (about 33
+# drafts at most), priced each of a copy's tokens 1.5% short of right, 40% over 32
+# tokens, and cut whole drafts that held in two passes. After a rejection the first
+# token fails far more often than the rest, and that rate would make every place
+# look as bad: one half stays there (pooled there too, a replay over a trained
+# model's answers lost 4-6% on open questions; pooled after a whole draft alone, the
+# suffix rules gained 4-15% on edits, quotes and a session and moved the rest by
+# under 2%, docs/policies.md; weighed as 2, 4 or 8 drafts instead of one, the same
+# or 2-4% less).
+PRIOR = 0.5
 PASSES_KEPT = 9  # passes of each size whose fastest is its learned cost
 # A pass over k tokens costs at most about k passes over one (a batch shares the
 # weights' reads); small batches on a CPU come close (llama.cpp: 2 tokens 2.0x,
