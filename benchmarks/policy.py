@@ -213,7 +213,7 @@ def main():
         cost, source, results = SMOKE_COST, "a made-up curve (smoke)", None
     else:
         cost, source, results = _costs(args.costs or args.outputs)
-        if args.outputs:
+        if args.outputs and args.costs:  # the answers are another file's
             results = json.loads(args.outputs.read_text())
     sizes = sorted(cost)  # curve[k]: a pass over 1 + k tokens, relative to one token
     curve = np.interp(range(1, max(RULES.values()) + 2), sizes, [cost[k] for k in sizes])
