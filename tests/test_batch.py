@@ -5,6 +5,7 @@ import pytest
 
 from ngramdraft import (
     BatchDrafter,
+    CostAwareLength,
     Drafter,
     InvalidParameterError,
     InvalidTokensError,
@@ -145,6 +146,12 @@ def test_bad_ids_and_capacity_are_named():
         batch.finish("a")
     batch.add("c", [5, 6])  # a finished sequence's room is reused
     assert len(batch) == 2 and "c" in batch and "a" not in batch
+    batch.observe_pass("c", 2, 0.01)  # no policy here: nothing learns it, nothing fails
+    with pytest.raises(UnknownSequenceError):
+        batch.observe_pass("a", 2, 0.01)
+    # llama.cpp's rules' kernels draft every sequence whole in one call: a policy is named.
+    with pytest.raises(InvalidParameterError, match="takes no policy"):
+        BatchDrafter(policy=CostAwareLength())
 
 
 @pytest.mark.parametrize("rules", ["llamacpp", "suffix"])

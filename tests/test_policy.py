@@ -335,22 +335,19 @@ def test_a_size_timed_dearer_than_as_many_one_token_passes_is_tried_again():
 def test_the_pass_clock_times_one_pass_between_calls_and_nothing_else():
     from ngramdraft.integrations.passes import PassClock
 
-    class Seen:
-        def __init__(self):
-            self.passes = []
+    passes, clock = [], PassClock()
 
-        def observe_pass(self, n_tokens, seconds):
-            self.passes.append(n_tokens)
+    def observe_pass(n_tokens, seconds):
+        passes.append(n_tokens)
 
-    drafter, clock = Seen(), PassClock()
-    clock.called(drafter, None)  # a new sequence: the prompt's pass, not timed
+    clock.called(observe_pass, None)  # a new sequence: the prompt's pass, not timed
     clock.returned(4)
-    clock.called(drafter, 3)  # 2 drafted tokens accepted and the model's own: one pass of 5
+    clock.called(observe_pass, 3)  # 2 drafted tokens accepted and the model's own: a pass of 5
     clock.returned(0)
-    clock.called(drafter, 1)  # no draft: a pass over one token
+    clock.called(observe_pass, 1)  # no draft: a pass over one token
     clock.returned(2)
-    clock.called(drafter, 40)  # a new turn of a conversation, prompt and all: not a pass
-    assert drafter.passes == [5, 1]
+    clock.called(observe_pass, 40)  # a new turn of a conversation, prompt and all: not a pass
+    assert passes == [5, 1]
 
 
 # A pass's cost relative to one token's, passes over 1 .. 33 tokens: Qwen2.5-Coder-0.5B

@@ -380,11 +380,16 @@ def _table(sequences):
     return table, [len(held) for held in sequences]
 
 
-# one thread, the machine's threads, and a policy (each row drafted by its own call)
-@pytest.mark.parametrize(("rows", "costs"), [(4, None), (PARALLEL_FROM + 8, None), (4, 1.3)])
+# one thread, the machine's threads, and a policy (each row drafted by its own call),
+# given the pass costs or learning them from the passes each sequence is told of
+@pytest.mark.parametrize(
+    ("rows", "costs"), [(4, None), (PARALLEL_FROM + 8, None), (4, 1.3), (4, "learned")]
+)
 def test_batch_drafts_as_one_drafter_per_sequence(rows, costs):
     rng = np.random.default_rng(4)
-    policy = None if costs is None else CostAwareLength([1.0] + [costs] * 6)
+    policy = None if costs is None else CostAwareLength()
+    if isinstance(costs, float):
+        policy = CostAwareLength([1.0] + [costs] * 6)
     batch = BatchDrafter(n_draft=6, rules="suffix", policy=policy)
     memory = RequestMemory()
     singles = {}
@@ -400,6 +405,10 @@ def test_batch_drafts_as_one_drafter_per_sequence(rows, costs):
         drafted += lengths.sum()
         for i, row, n in zip(ids, tokens, lengths, strict=True):
             assert row[:n].tolist() == singles[i].draft().tolist()
+            # Passes dearer past two tokens, as on a CPU: a learning policy cuts drafts.
+            seconds = 1.0 + 2.0 * max(0, int(n) - 1)
+            batch.observe_pass(i, int(n) + 1, seconds)
+            singles[i].observe_pass(int(n) + 1, seconds)
         new = [rng.integers(0, 12, int(rng.integers(1, 4))).tolist() for _ in ids]
         if step in (20, 31):  # more than a row's index holds: it grows in the middle of a batch
             new[step % 3] = rng.integers(0, 12, 900).tolist()

@@ -17,7 +17,14 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from ngramdraft import Drafter, NgramCache, RequestMemory, SuffixCorpus
+from ngramdraft import (
+    CostAwareLength,
+    Drafter,
+    InvalidParameterError,
+    NgramCache,
+    RequestMemory,
+    SuffixCorpus,
+)
 from ngramdraft.integrations.vllm import NgramProposer
 
 VOCAB = 512
@@ -153,14 +160,81 @@ def test_finished_requests_reach_the_dynamic_file(engine_runs):
             assert set(followers.tolist()) <= set(cache.followers(ngram)[0].tolist())
 
 
-def _proposer(max_seqs=6, max_len=400, n_draft=4, dynamic=None):
+def _proposer(max_seqs=6, max_len=400, n_draft=4, dynamic=None, **settings):
     config = SimpleNamespace(
         speculative_config=SimpleNamespace(num_speculative_tokens=n_draft),
         model_config=SimpleNamespace(max_model_len=max_len),
         scheduler_config=SimpleNamespace(max_num_seqs=max_seqs),
     )
-    cls = type("Proposer", (NgramProposer,), {"dynamic": dynamic})
+    cls = type("Proposer", (NgramProposer,), {"dynamic": dynamic, **settings})
     return cls(config)
+
+
+def _verified(draft, text, n):
+    """What a greedy engine accepts after n tokens of ``text``: the draft's right prefix and
+    the next token."""
+    m = 0
+    while m < len(draft) and n + m + 1 < len(text) and draft[m] == text[n + m]:
+        m += 1
+    return text[n : n + m + 1]
+
+
+def test_the_suffix_rules_proposer_submits_what_its_policy_decides():
+    """One request, as vLLM runs it alone: the drafts are one Drafter's with the same
+    policy (here given pass costs that make only sure tokens worth a pass)."""
+    costs = [1.0, 1.8, 2.6, 3.4, 4.2]
+    rng = np.random.default_rng(0)
+    text = np.tile(rng.integers(0, 50, 7), 60).astype(np.int32)
+    text[rng.random(len(text)) < 0.1] = 51  # a copy with slips
+    proposer = _proposer(rules="suffix", policy=CostAwareLength(costs))
+    single = Drafter(rules="suffix", n_draft=4, policy=CostAwareLength(costs))
+    whole = Drafter(rules="suffix", n_draft=4)
+    token_ids = np.zeros((6, 400), dtype=np.int32)
+    n = 20
+    token_ids[0, :n] = text[:n]
+    lengths = np.array([n, 0, 0, 0, 0, 0], dtype=np.int32)
+    sampled, cut = [[int(text[n - 1])]], 0
+    while n < 300:
+        drafts = proposer.propose(sampled, lengths, token_ids)
+        for drafter in (single, whole):
+            drafter.sync(text[:n])
+        assert drafts[0] == single.draft().tolist()
+        cut += len(drafts[0]) < len(whole.draft())
+        new = _verified(drafts[0], text, n)
+        token_ids[0, n : n + len(new)] = new
+        n += len(new)
+        lengths[0], sampled = n, [new.tolist()]
+    assert cut > 10  # the policy did cut
+
+
+def test_a_step_of_one_request_times_its_pass_for_the_policy():
+    proposer = _proposer(rules="suffix")  # its rules' engine policy: CostAwareLength()
+    told = []
+    proposer.batch.observe_pass = lambda seq_id, k, seconds: told.append((seq_id, k, seconds))
+    token_ids = np.zeros((6, 400), dtype=np.int32)
+    token_ids[0, :12] = [1, 2, 3, 4] * 3
+    lengths = np.array([12, 0, 0, 0, 0, 0], dtype=np.int32)
+    drafts = proposer.propose([[4]], lengths, token_ids)
+    for _ in range(3):  # the draft accepted whole and one more token
+        new = [*drafts[0], 9]
+        token_ids[0, lengths[0] : lengths[0] + len(new)] = new
+        lengths[0] += len(new)
+        passed = len(drafts[0]) + 1
+        drafts = proposer.propose([new], lengths, token_ids)
+        assert told[-1][:2] == (0, passed) and told[-1][2] > 0
+    # Two requests share a step: no pass is timed, nor the first after it.
+    token_ids[1, :5] = [7, 7, 7, 7, 7]
+    lengths[1] = 5
+    proposer.propose([[9], [7]], lengths, token_ids)
+    lengths[1] = 0
+    for _ in range(2):
+        token_ids[0, lengths[0]] = 9
+        lengths[0] += 1
+        proposer.propose([[9]], lengths, token_ids)
+    assert len(told) == 4
+    # llama.cpp's rules draft whole, bit for bit: a policy is refused by name.
+    with pytest.raises(InvalidParameterError, match="takes no policy"):
+        _proposer(policy=CostAwareLength())
 
 
 @pytest.mark.parametrize("seed", range(3))

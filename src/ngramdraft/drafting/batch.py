@@ -42,15 +42,18 @@ class BatchDrafter:
     Parameters are :class:`~ngramdraft.Drafter`'s, shared by every sequence
     (the caches, ``n_draft``, the rule set's own), and ``max_seqs``: at most
     that many sequences are active at once. ``BatchDrafter(rules="suffix")``
-    is a BatchDrafter of the suffix rules, with the same methods.
+    is a BatchDrafter of the suffix rules, with the same methods; it also
+    takes a ``policy``, which each sequence gets a copy of (its rows are
+    then drafted one by one, the policy deciding in Python). llama.cpp's
+    rules' batch drafts every sequence in one kernel call and takes none.
 
     ``add(seq_id, prompt)`` starts a sequence; ``draft(seq_ids)`` returns
     (tokens, lengths): row i holds lengths[i] drafted tokens for seq_ids[i];
     ``accept(seq_ids, tokens)`` appends each sequence's verified tokens;
     ``sync(seq_ids, token_ids, lengths, rows)`` follows sequences an engine
     hands over whole, in a 2-D token table (vLLM's), and returns where a row
-    does not extend its sequence; ``rewind``, ``finish``, ``flush`` and
-    ``tokens`` act on one sequence as Drafter's do. Unknown or repeated ids,
+    does not extend its sequence; ``rewind``, ``finish``, ``flush``,
+    ``tokens`` and ``observe_pass`` act on one sequence as Drafter's do. Unknown or repeated ids,
     rewinding more than a sequence holds and more than ``max_seqs``
     sequences are named errors.
     """
@@ -127,6 +130,11 @@ class BatchDrafter:
 
     def tokens(self, seq_id: Hashable) -> np.ndarray:
         """Sequence ``seq_id`` so far, a copy."""
+        raise NotImplementedError
+
+    def observe_pass(self, seq_id: Hashable, n_tokens: int, seconds: float) -> None:
+        """The engine's pass over ``n_tokens`` of sequence ``seq_id``'s tokens took ``seconds``,
+        as :meth:`Drafter.observe_pass` (for a policy that learns pass costs)."""
         raise NotImplementedError
 
 

@@ -109,7 +109,7 @@ class NgramDraftModel(_BASE):
             # The host verified the last draft and added what it accepted plus one
             # token of its own: every token past that one is an accepted draft.
             self.stats.accepted += max(0, min(new - 1, self._drafted))
-            self._clock.called(self.drafter, new)
+            self._clock.called(self.drafter.observe_pass, new)
         else:
             self.stats.sequences += 1
         draft = self.drafter.draft()  # int32 is np.intc on every platform llama.cpp builds for

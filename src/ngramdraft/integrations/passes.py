@@ -4,9 +4,10 @@ An engine calls its draft model once before every forward pass, so the
 time from one call's return to the next call is one verification pass of
 the last draft (plus the host's own work around it: sampling, streaming),
 which is what that draft cost the user. :class:`PassClock` tells the
-drafter so (``Drafter.observe_pass``), for a policy that learns the engine's
-costs; a call that brings more new tokens than one pass can (a new turn of a
-conversation, a prompt) is not a pass and is not timed.
+drafter so (``Drafter.observe_pass``; a batch's, ``BatchDrafter.observe_pass``,
+for the one sequence of an engine's step), for a policy that learns the
+engine's costs; a call that brings more new tokens than one pass can (a new
+turn of a conversation, a prompt) is not a pass and is not timed.
 
 By default (:func:`engine_drafter`) llama.cpp's rules draft as llama.cpp does
 (8 tokens, no policy: bit for bit), and the suffix rules draft up to 32
@@ -15,6 +16,7 @@ tokens and submit what the engine's measured costs make worth it
 """
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 from ..drafting.drafter import Drafter, load_kernels
@@ -52,10 +54,11 @@ class PassClock:
         self._drafted = 0
         self._returned = 0.0
 
-    def called(self, drafter: Drafter, new: int | None) -> None:
-        """A call began, ``new`` tokens past the last one's (None: a new sequence)."""
+    def called(self, observe_pass: Callable[[int, float], None], new: int | None) -> None:
+        """A call began, ``new`` tokens past the last one's (None: a new sequence); a pass
+        since is told to ``observe_pass`` (a drafter's, or a batch's for one sequence)."""
         if new is not None and 1 <= new <= self._drafted + 1:  # one pass since, nothing else
-            drafter.observe_pass(self._drafted + 1, time.perf_counter() - self._returned)
+            observe_pass(self._drafted + 1, time.perf_counter() - self._returned)
 
     def returned(self, drafted: int) -> None:
         """The call returns a draft of ``drafted`` tokens."""

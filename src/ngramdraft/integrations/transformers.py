@@ -53,7 +53,7 @@ class NgramCandidateGenerator(_GENERATOR):
         n = input_ids.shape[1]
         new = None if self._seen is None else n - self._seen
         if self.drafter.sync(input_ids[0].cpu().numpy()):
-            self._clock.called(self.drafter, new)
+            self._clock.called(self.drafter.observe_pass, new)
         draft = self.drafter.draft()[: max(0, self.max_length - n - 1)]
         for i, token in enumerate(draft.tolist()):
             if token in self.eos:

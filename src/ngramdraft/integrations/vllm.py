@@ -19,8 +19,9 @@ that extends the sequence it held last step accepts the new tokens; any
 other row is matched against the sequences that lost their row (a request
 moved by the packing), or else starts a new sequence. A sequence that no row
 continues has ended and is finished into the dynamic cache. The drafts are
-:class:`~ngramdraft.BatchDrafter`'s, so each is exactly llama.cpp's draft
-for that request's tokens.
+:class:`~ngramdraft.BatchDrafter`'s, so by default each is exactly llama.cpp's
+draft for that request's tokens; the suffix rules submit the part of each
+draft that their policy finds worth its pass (``docs/policies.md``).
 
 Configuration: vLLM passes nothing but its own config, so the caches come
 from class attributes (subclass it in a module of yours and name that
@@ -42,13 +43,15 @@ import os
 import time
 from collections import defaultdict
 from collections.abc import Hashable
+from functools import partial
 from typing import Any
 
 import numpy as np
 
 from ..drafting.batch import BatchDrafter, load_kernels
-from ..drafting.rulesets import DEFAULT
+from ..drafting.rulesets import DEFAULT, rule_set
 from ..errors import NgramdraftError
+from .passes import AUTO, PassClock
 
 PREFIX = 4  # tokens of a sequence's start that index the sequences without a row
 
@@ -66,9 +69,13 @@ class NgramProposer:
     ``NGRAMDRAFT_RULES``: the suffix rules' static is a corpus's suffix file
     (``build-static --suffix``), their dynamic a requests file, and the
     ``ngram_*`` and ``max_dynamic_ngrams`` settings are llama.cpp's rules'
-    own). ``n_draft`` is vLLM's
-    ``num_speculative_tokens``, and up to vLLM's ``max_num_seqs`` requests
-    are followed at once.
+    own), ``policy`` (by default the rule set's engine policy: none for
+    llama.cpp's rules, whose drafts go whole, bit for bit; for the suffix
+    rules ``CostAwareLength()``, which learns vLLM's pass costs from the
+    steps where one request runs, a step of several being every row's
+    pass at once; None submits whole drafts; the suffix rules take a policy
+    of yours). ``n_draft`` is vLLM's ``num_speculative_tokens``, and up to
+    vLLM's ``max_num_seqs`` requests are followed at once.
 
     ``stats`` holds the calls, the seconds spent in them and the sequences
     started and finished, for reporting the proposer's cost per step.
@@ -81,6 +88,7 @@ class NgramProposer:
     max_dynamic_ngrams = None
     save_every = 30.0
     rules = None
+    policy: Any = AUTO
 
     def __init__(self, vllm_config: Any) -> None:
         spec = vllm_config.speculative_config
@@ -88,6 +96,7 @@ class NgramProposer:
         self.max_model_len = vllm_config.model_config.max_model_len
         max_seqs = vllm_config.scheduler_config.max_num_seqs
         rules = self.rules or os.environ.get("NGRAMDRAFT_RULES") or DEFAULT
+        policy = rule_set(rules).engine_policy() if self.policy is AUTO else self.policy
         load_kernels(rules)  # with the engine's start, not in its first step
         self.batch = BatchDrafter(
             static=self.static or os.environ.get("NGRAMDRAFT_STATIC") or None,
@@ -100,7 +109,11 @@ class NgramProposer:
             ngram_min=self.ngram_min,
             ngram_max=self.ngram_max,
             max_dynamic_ngrams=self.max_dynamic_ngrams,
+            policy=policy,
         )
+        # A step of one running request is one pass of its draft: timed for its policy.
+        self._clock = PassClock()
+        self._clocked: tuple[Hashable, int] | None = None  # (sequence, its length) last step
         # The sequence each batch row held last step.
         self._row_ids: list[Hashable | None] = [None] * max_seqs
         self._next_id = 0
@@ -136,6 +149,9 @@ class NgramProposer:
             )
         lengths = np.asarray(num_tokens_no_spec[:n], dtype=np.int64)
         self._follow(n, lengths, token_ids_cpu)
+        if self._clocked is not None and n == 1 and self._row_ids[0] == self._clocked[0]:
+            seq_id, length = self._clocked
+            self._clock.called(partial(self.batch.observe_pass, seq_id), int(lengths[0]) - length)
         drafts: list[list[int]] = [[] for _ in range(n)]
         held, limit = lengths.tolist(), self.max_model_len
         wanted = [
@@ -150,6 +166,11 @@ class NgramProposer:
             for i, row, k in zip(wanted, out.tolist(), take, strict=True):
                 drafts[i] = row[:k]
             self.stats["drafted"] += sum(take)
+        # Only a step of one request times its draft's pass: several share a step's time.
+        self._clocked = None
+        if n == 1 and self._row_ids[0] is not None:
+            self._clocked = (self._row_ids[0], int(lengths[0]))
+            self._clock.returned(len(drafts[0]))
         self.stats["calls"] += 1
         self.stats["seconds"] += time.perf_counter() - start
         return drafts

@@ -53,7 +53,8 @@ class LlamaCppBatch(BatchDrafter):
 
     ``static``, ``dynamic``, ``n_draft``, ``ngram_min``, ``ngram_max``,
     ``tokenizer``, ``lock_timeout``, ``save_every`` and ``max_dynamic_ngrams``
-    are :class:`~ngramdraft.Drafter`'s, shared by every sequence.
+    are :class:`~ngramdraft.Drafter`'s, shared by every sequence; ``policy``
+    must be None (every draft is submitted whole, as llama.cpp's).
     """
 
     def __init__(
@@ -69,8 +70,15 @@ class LlamaCppBatch(BatchDrafter):
         lock_timeout: float = LOCK_TIMEOUT,
         save_every: float = 0.0,
         max_dynamic_ngrams: int | None = None,
+        policy: object = None,
         rules: str = "llamacpp",
     ) -> None:
+        if policy is not None:
+            raise InvalidParameterError(
+                "BatchDrafter(rules='llamacpp') takes no policy: its kernels draft every "
+                "sequence in one call, whole as llama.cpp does; give the policy to one Drafter "
+                "per sequence, or to BatchDrafter(rules='suffix')"
+            )
         self.max_seqs = check_int(max_seqs, "max_seqs", 1, 1 << 20)
         check_int(n_draft, "n_draft", 1, MAX_DRAFT)
         check_ngram_range(ngram_min, ngram_max)
@@ -210,6 +218,10 @@ class LlamaCppBatch(BatchDrafter):
     def tokens(self, seq_id: Hashable) -> np.ndarray:
         """Sequence ``seq_id`` so far, a copy."""
         return self._drafter(seq_id).tokens
+
+    def observe_pass(self, seq_id: Hashable, n_tokens: int, seconds: float) -> None:
+        """Sequence ``seq_id``'s pass, as Drafter.observe_pass (no policy here: ignored)."""
+        self._drafter(seq_id).observe_pass(n_tokens, seconds)
 
     def _drafter(self, seq_id: Hashable) -> LlamaCppDrafter:
         try:

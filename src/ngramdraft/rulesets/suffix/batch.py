@@ -172,6 +172,10 @@ class SuffixBatch(BatchDrafter):
         """Sequence ``seq_id`` so far, a copy."""
         return self._drafters([seq_id])[0].tokens
 
+    def observe_pass(self, seq_id: Hashable, n_tokens: int, seconds: float) -> None:
+        """Sequence ``seq_id``'s pass, told to its policy as Drafter.observe_pass."""
+        self._drafters([seq_id])[0].observe_pass(n_tokens, seconds)
+
     def _drafters(self, seq_ids: Sequence[Hashable]) -> list[SuffixDrafter]:
         try:
             drafters = [self._active[i] for i in seq_ids]
