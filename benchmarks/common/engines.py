@@ -342,7 +342,7 @@ class Vllm:
         "ngram": "vLLM's `ngram` method (8 tokens, n-grams 2-4)",
         "suffixdecoding": "vLLM's `suffix` method (SuffixDecoding, its defaults: up to 24 tokens)",
         "llamacpp": "ngramdraft's proposer, llama.cpp's rules",
-        "suffix": 'ngramdraft\'s proposer, `rules="suffix"` (32 tokens)',
+        "suffix": 'ngramdraft\'s proposer, `rules="suffix"` (32 tokens, `CostAwareLength()`)',
     }
 
     def __init__(self, model: str, quantization: str | None = None) -> None:
