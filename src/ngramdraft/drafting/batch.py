@@ -53,9 +53,9 @@ class BatchDrafter:
     ``sync(seq_ids, token_ids, lengths, rows)`` follows sequences an engine
     hands over whole, in a 2-D token table (vLLM's), and returns where a row
     does not extend its sequence; ``rewind``, ``finish``, ``flush``,
-    ``tokens`` and ``observe_pass`` act on one sequence as Drafter's do. Unknown or repeated ids,
-    rewinding more than a sequence holds and more than ``max_seqs``
-    sequences are named errors.
+    ``tokens`` and ``observe_pass`` act on one sequence as Drafter's do.
+    Unknown or repeated ids, rewinding more than a sequence holds and more
+    than ``max_seqs`` sequences are named errors.
     """
 
     max_seqs: int

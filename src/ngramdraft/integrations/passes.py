@@ -25,6 +25,11 @@ from ..drafting.rulesets import DEFAULT, rule_set
 AUTO: Any = object()  # the rule set's own policy (its engine_policy())
 
 
+def engine_policy(rules: str, policy: Any = AUTO) -> Any:
+    """``policy``, or for AUTO the engine policy of the rule set ``rules`` names."""
+    return rule_set(rules).engine_policy() if policy is AUTO else policy
+
+
 def engine_drafter(
     static: Any = None,
     dynamic: Any = None,
@@ -40,8 +45,7 @@ def engine_drafter(
     rules = rule_set(name)
     if n_draft is None:
         n_draft = rules.ENGINE_N_DRAFT
-    if policy is AUTO:
-        policy = rules.engine_policy()
+    policy = engine_policy(name, policy)
     drafter = Drafter(static, dynamic, n_draft, *args, policy=policy, **kwargs)
     load_kernels(name)
     return drafter

@@ -49,9 +49,9 @@ from typing import Any
 import numpy as np
 
 from ..drafting.batch import BatchDrafter, load_kernels
-from ..drafting.rulesets import DEFAULT, rule_set
+from ..drafting.rulesets import DEFAULT
 from ..errors import NgramdraftError
-from .passes import AUTO, PassClock
+from .passes import AUTO, PassClock, engine_policy
 
 PREFIX = 4  # tokens of a sequence's start that index the sequences without a row
 
@@ -96,7 +96,6 @@ class NgramProposer:
         self.max_model_len = vllm_config.model_config.max_model_len
         max_seqs = vllm_config.scheduler_config.max_num_seqs
         rules = self.rules or os.environ.get("NGRAMDRAFT_RULES") or DEFAULT
-        policy = rule_set(rules).engine_policy() if self.policy is AUTO else self.policy
         load_kernels(rules)  # with the engine's start, not in its first step
         self.batch = BatchDrafter(
             static=self.static or os.environ.get("NGRAMDRAFT_STATIC") or None,
@@ -109,7 +108,7 @@ class NgramProposer:
             ngram_min=self.ngram_min,
             ngram_max=self.ngram_max,
             max_dynamic_ngrams=self.max_dynamic_ngrams,
-            policy=policy,
+            policy=engine_policy(rules, self.policy),
         )
         # A step of one running request is one pass of its draft: timed for its policy.
         self._clock = PassClock()
