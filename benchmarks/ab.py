@@ -3,7 +3,8 @@
     python benchmarks/ab.py --before ../base/src --after src [--rounds 5] [--smoke]
         [--probes replay,drafter,batch,batch-few,vllm-few,suffix-corpus,suffix-long,
                   suffix-batch,suffix-sync,suffix-replay,suffix-start,suffix-rebase,suffix-evict,suffix-edit,
-                  llama-load]
+                  llama-load,decode-apply-edit,decode-quotes,decode-session,
+                  decode-open,decode-records]
 
 Each round runs every (variant, probe) pair in a process of its own, the
 variants' order alternating from round to round, so that both see the same
@@ -49,6 +50,13 @@ checkouts must have:
   the model loaded once untimed before (the file in the page cache). A
   checkout that keeps the timings (``ngramdraft.files.passtimes``) reads
   them here: the untimed first run kept them.
+* ``decode-WORKLOAD``: that model and drafter answering one of
+  ``real_model.py``'s workloads (apply-edit, quotes, session, open,
+  records; its sessions in order, greedy, through the chat template):
+  seconds of decode (every token after each request's first), summed over
+  its requests. The answers are the model's own, so a checkout whose drafts
+  or policy differ makes other passes over the same tokens. An engine
+  benchmark: run it on a quiet machine.
 
 Each process first runs its probe once untimed (kernel loading; a checkout's
 first process compiles). Results: medians and ranges over rounds,
@@ -83,10 +91,11 @@ PROBES = {
     "suffix-evict": None,
     "suffix-edit": None,
     "llama-load": None,
+    **{f"decode-{w}": None for w in workloads.CHATS},
 }
 LOAD_MODELS = {False: "qwen2.5-coder-0.5b-instruct", True: "smollm2-135m-instruct"}
 # A smoke run's probes, short ones; the test suite runs the load apart (it needs an engine).
-SMOKE_PROBES = "drafter,suffix-batch,llama-load"
+SMOKE_PROBES = "drafter,suffix-batch,llama-load,decode-apply-edit"
 LONG_PROMPT = 1 << 16
 MEMORY = 1 << 20
 BATCH = 256
@@ -99,6 +108,8 @@ def probe(name, corpus_path, tokens_path, quick):
 
     if name == "llama-load":
         return _load_seconds(quick)
+    if name.startswith("decode-"):
+        return _decode_seconds(name.removeprefix("decode-"), quick)
     if name == "vllm-few":
         steps = 300 if quick else 6000
         return servers.run_vllm("ngramdraft-vllm", FEW, steps, quick)["us_per_seq_step"]
@@ -144,6 +155,12 @@ def _load_seconds(smoke):
     t0 = time.perf_counter()
     engine.load("suffix")
     return time.perf_counter() - t0
+
+
+def _decode_seconds(workload, smoke):
+    """Seconds of decode of real_model's "suffix" drafter over a workload's requests."""
+    answering = engines.LlamaCpp(LOAD_MODELS[smoke]).load("suffix")
+    return sum(a.decode_s for _, _, a in workloads.answered(answering, workload, smoke))
 
 
 def _per_row(batch, stream, quick, sync=False, size=BATCH):
@@ -297,6 +314,7 @@ UNITS = {
     "suffix-evict": "ms, the slowest draft()+accept()",
     "suffix-edit": "us per output token",
     "llama-load": "s, load_llama with a policy that learns pass costs",
+    **{f"decode-{w}": f"s of decode, the suffix rules answering {w}" for w in workloads.CHATS},
 }
 
 

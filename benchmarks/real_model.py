@@ -81,25 +81,21 @@ def run(spec):
     t0 = time.perf_counter()
     answering = engine.load(spec["drafter"])
     load_s = time.perf_counter() - t0
-    rows = []
-    for s, session in enumerate(workloads.chat(spec["workload"], spec["smoke"])):
-        answers = []
-        for turn in range(len(session.turns)):
-            a = answering.answer(session.messages(answers), session.max_tokens)
-            answers.append(a.text)
-            rows.append(
-                {
-                    "session": s,
-                    "turn": turn,
-                    "label": session.labels[turn] if session.labels else "",
-                    "prompt": a.prompt,
-                    "output": a.output,
-                    "prompt_s": a.prompt_s,
-                    "decode_s": a.decode_s,
-                    "passes": a.n_passes,
-                    "draft_lengths": a.draft_lengths,
-                }
-            )
+    sessions = workloads.chat(spec["workload"], spec["smoke"])
+    rows = [
+        {
+            "session": s,
+            "turn": turn,
+            "label": sessions[s].labels[turn] if sessions[s].labels else "",
+            "prompt": a.prompt,
+            "output": a.output,
+            "prompt_s": a.prompt_s,
+            "decode_s": a.decode_s,
+            "passes": a.n_passes,
+            "draft_lengths": a.draft_lengths,
+        }
+        for s, turn, a in workloads.answered(answering, spec["workload"], spec["smoke"])
+    ]
     return {"rows": rows, "load_s": load_s}
 
 

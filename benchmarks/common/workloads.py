@@ -20,8 +20,9 @@ Two kinds:
 
 import difflib
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -311,3 +312,14 @@ CHATS = {
 
 def chat(name: str, smoke: bool = False) -> list[Session]:
     return CHATS[name](smoke)
+
+
+def answered(answering: Any, name: str, smoke: bool = False) -> Iterator[tuple[int, int, Any]]:
+    """(session, turn, answer) of ``answering`` (an engine's, ``common/engines.py``) over the
+    chat workload ``name``, its sessions in order and each turn after the answers before."""
+    for s, session in enumerate(chat(name, smoke)):
+        answers: list[str] = []
+        for turn in range(len(session.turns)):
+            a = answering.answer(session.messages(answers), session.max_tokens)
+            answers.append(a.text)
+            yield s, turn, a
