@@ -94,7 +94,8 @@ PROBES = {
     **{f"decode-{w}": None for w in workloads.CHATS},
 }
 LOAD_MODELS = {False: "qwen2.5-coder-0.5b-instruct", True: "smollm2-135m-instruct"}
-# A smoke run's probes, short ones; the test suite runs the load apart (it needs an engine).
+# A smoke run's probes, short ones; the test suite runs the load and a decode apart (they need
+# an engine).
 SMOKE_PROBES = "drafter,suffix-batch,llama-load,decode-apply-edit"
 LONG_PROMPT = 1 << 16
 MEMORY = 1 << 20
