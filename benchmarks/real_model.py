@@ -43,7 +43,9 @@ from which each run's decode speedup *allowed* by its passes is computed
 (one-token passes over the passes it made, each at the curve's cost); the
 tokens per pass, and the copy ceiling's on the model's own output (the
 longest earlier copy in the sequence of each next run of tokens, at the
-drafter's draft length). Every output is compared with ``none``'s of the same
+drafter's draft length); and on llama-cpp-python the share of prompt + decode
+spent inside llama.cpp's ``llama_decode`` (what the loop, the host's Python and
+the drafter take is the rest). Every output is compared with ``none``'s of the same
 round; where one differs, the first differing position and the logit margin
 between the two tokens there (one-token evaluation) are reported.
 
@@ -93,6 +95,7 @@ def run(spec):
             "decode_s": a.decode_s,
             "passes": a.n_passes,
             "draft_lengths": a.draft_lengths,
+            "engine_s": a.engine_s,
         }
         for s, turn, a in workloads.answered(answering, spec["workload"], spec["smoke"])
     ]
@@ -180,6 +183,8 @@ def summarize(runs, costs, margins):
                 if (r["round"], model, workload) in base
             ]
             entry["of_allowed"] = harness.spread(achieved)
+        if all(r.get("engine_s") is not None for r in mine):
+            entry["in_engine"] = harness.spread([r["engine_s"] / r["total_s"] for r in mine])
         entry["identical"] = all(r["identical"] for r in mine)
         entry["divergences"] = [m for m in margins if m["key"] == [model, workload, drafter]]
         if mine[0]["spec"].get("quantization"):
@@ -226,7 +231,9 @@ def markdown(result):
         "Times are sums over a workload's requests, medians over rounds (range); speedups are "
         "each round's ratio to `none` in the same round. *allowed*: the decode speedup the "
         "measured pass-cost curve allows for the passes made; *of allowed*: the measured "
-        "decode speedup over that. *load s*: the model and its drafter made (its kernels "
+        "decode speedup over that. *in engine*: the share of prompt + decode spent inside "
+        "llama.cpp's `llama_decode` (llama-cpp-python), the rest being the loop's, the host's "
+        "and the drafter's. *load s*: the model and its drafter made (its kernels "
         "loaded; a drafter that learns pass costs times a few at load), before the first "
         "request.",
         "",
@@ -243,8 +250,8 @@ def markdown(result):
         lines += [
             "",
             "| workload | drafter | load s | prompt s | decode s | total s | prompt | decode "
-            "| total | tokens/pass | of ceiling | allowed | of allowed | same output |",
-            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+            "| total | tokens/pass | of ceiling | allowed | of allowed | in engine | same output |",
+            "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
         ]
         for workload, by_drafter in by_workload.items():
             for drafter, e in by_drafter.items():
@@ -261,7 +268,9 @@ def markdown(result):
                     f"| {e['total_s']['median']:.2f} | {harness.fmt(e['prompt_speedup'])} "
                     f"| {harness.fmt(e['decode_speedup'])} | {harness.fmt(e['total_speedup'])} "
                     f"| {e['tokens_per_pass']:.2f} | {_share(e.get('of_ceiling'))} "
-                    f"| {f'{allowed:.2f}x' if measured else ''} | {of_allowed} | {same} |"
+                    f"| {f'{allowed:.2f}x' if measured else ''} | {of_allowed} "
+                    f"| {harness.fmt(e['in_engine'], '.1%') if 'in_engine' in e else ''} "
+                    f"| {same} |"
                 )
         lines.append("")
     converted = [
@@ -369,6 +378,7 @@ def main():
                 "prompt_s": sum(x["prompt_s"] for x in rows),
                 "decode_s": sum(x["decode_s"] for x in rows),
                 "total_s": sum(x["prompt_s"] + x["decode_s"] for x in rows),
+                "engine_s": _engine_seconds(rows),
             }
         )
         last = runs[-1]
@@ -409,6 +419,12 @@ def main():
         started=started,
         quiet=quiet,
     )
+
+
+def _engine_seconds(rows):
+    """Seconds inside llama.cpp's llama_decode over a run's requests (None: not timed)."""
+    timed = [x.get("engine_s") for x in rows]
+    return None if None in timed else sum(timed)
 
 
 def _without_prompts(run):

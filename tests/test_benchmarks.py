@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -296,3 +297,29 @@ def test_requantized_files_are_measured_against_the_shipped_files_plain_engine()
     assert got["total_speedup"]["max"] == 10.0 / 4.0
     assert got["identical"] is False  # round 1 parted at its last token
     assert real_model._against_shipped(mine[:1], shipped)["identical"] is True
+
+
+@pytest.mark.engine
+def test_the_decode_clock_times_llama_decode_in_the_hosts_loop_and_ngramdrafts(tiny_gguf):
+    llama_cpp = pytest.importorskip("llama_cpp")
+    from common.engines import _DecodeClock
+    from ngramdraft.integrations.llama_cpp import (
+        NgramDraftModel,
+        generate,
+        load_llama,
+        plain_llama,
+    )
+
+    inner = llama_cpp.llama_cpp.llama_decode
+    prompt = list(range(1, 40)) * 3
+    draft = NgramDraftModel(rules="suffix")
+    for llama, model in (
+        (plain_llama(tiny_gguf, n_ctx=512, verbose=False), None),
+        (load_llama(tiny_gguf, n_ctx=512, draft_model=draft), draft),
+    ):
+        with _DecodeClock() as clock:
+            t0 = time.perf_counter()
+            generate(llama, prompt, 24, model)
+            wall = time.perf_counter() - t0
+        assert 0 < clock.seconds <= wall
+    assert llama_cpp.llama_decode is inner and llama_cpp.llama_cpp.llama_decode is inner

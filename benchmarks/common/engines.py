@@ -46,6 +46,7 @@ class Answer:
     decode_s: float
     draft_lengths: list[int] = field(default_factory=list)  # one per pass after the prompt's
     passes: int | None = None  # where no draft lengths are known: counted otherwise
+    engine_s: float | None = None  # of prompt + decode, inside llama.cpp's llama_decode
 
     @property
     def n_passes(self) -> int:
@@ -213,8 +214,46 @@ class LlamaCppAnswering:
         from ngramdraft.integrations.llama_cpp import chat_prompt, generate
 
         prompt = chat_prompt(self.llama, messages)
-        g = generate(self.llama, prompt, max_tokens, self.draft)
-        return Answer(prompt, g.tokens, g.text, g.prompt_seconds, g.decode_seconds, g.draft_lengths)
+        with _DecodeClock() as clock:
+            g = generate(self.llama, prompt, max_tokens, self.draft)
+        return Answer(
+            prompt,
+            g.tokens,
+            g.text,
+            g.prompt_seconds,
+            g.decode_seconds,
+            g.draft_lengths,
+            engine_s=clock.seconds,
+        )
+
+
+class _DecodeClock:
+    """Seconds inside llama.cpp's ``llama_decode`` while installed: the engine's own work,
+    whichever loop calls it (the host's ``Llama.eval`` through its bindings module,
+    ngramdraft's through the package's name for the same function)."""
+
+    def __enter__(self) -> "_DecodeClock":
+        import llama_cpp
+        import llama_cpp.llama_cpp as bindings
+
+        self.seconds = 0.0
+        self._modules = (llama_cpp, bindings)
+        self._inner = bindings.llama_decode
+
+        def timed(*args: Any) -> Any:
+            t0 = time.perf_counter()
+            try:
+                return self._inner(*args)
+            finally:
+                self.seconds += time.perf_counter() - t0
+
+        for module in self._modules:
+            module.llama_decode = timed
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for module in self._modules:
+            module.llama_decode = self._inner
 
 
 # -- transformers -------------------------------------------------------------------
