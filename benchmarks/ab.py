@@ -161,7 +161,8 @@ def _load_seconds(smoke):
 def _decode_seconds(workload, smoke):
     """Seconds of decode of real_model's "suffix" drafter over a workload's requests."""
     answering = engines.LlamaCpp(LOAD_MODELS[smoke]).load("suffix")
-    return sum(a.decode_s for _, _, a in workloads.answered(answering, workload, smoke))
+    sessions = workloads.chat(workload, smoke)
+    return sum(a.decode_s for _, _, a in workloads.answered(answering, sessions))
 
 
 def _per_row(batch, stream, quick, sync=False, size=BATCH):

@@ -97,7 +97,7 @@ def run(spec):
             "draft_lengths": a.draft_lengths,
             "engine_s": a.engine_s,
         }
-        for s, turn, a in workloads.answered(answering, spec["workload"], spec["smoke"])
+        for s, turn, a in workloads.answered(answering, sessions)
     ]
     return {"rows": rows, "load_s": load_s}
 

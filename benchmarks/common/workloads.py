@@ -314,10 +314,10 @@ def chat(name: str, smoke: bool = False) -> list[Session]:
     return CHATS[name](smoke)
 
 
-def answered(answering: Any, name: str, smoke: bool = False) -> Iterator[tuple[int, int, Any]]:
-    """(session, turn, answer) of ``answering`` (an engine's, ``common/engines.py``) over the
-    chat workload ``name``, its sessions in order and each turn after the answers before."""
-    for s, session in enumerate(chat(name, smoke)):
+def answered(answering: Any, sessions: list[Session]) -> Iterator[tuple[int, int, Any]]:
+    """(session, turn, answer) of ``answering`` (an engine's, ``common/engines.py``) over a
+    chat workload's ``sessions``, in order, each turn after the answers before."""
+    for s, session in enumerate(sessions):
         answers: list[str] = []
         for turn in range(len(session.turns)):
             a = answering.answer(session.messages(answers), session.max_tokens)
