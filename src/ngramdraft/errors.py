@@ -3,10 +3,12 @@
 Every error derives from :class:`NgramdraftError`, so a caller can catch one
 type. The value-shaped errors also derive from ``ValueError`` (and a missing
 package from ``ImportError``, an unknown sequence from ``KeyError``) so that
-generic handlers keep working. Python's own exceptions reach a caller only
-for programming errors of the caller's (a wrong argument type where the
-signature is typed); an invariant of ngramdraft's own that breaks is
-:class:`InternalError`, never a bare ``AssertionError``.
+generic handlers keep working. An argument of the wrong type is named too
+(:class:`InvalidParameterError`, :class:`InvalidTokensError`), not left to
+whatever Python raises deep inside (``tests/test_api_inputs.py`` gives the
+public calls odd arguments); a path that names no file raises
+``FileNotFoundError``, as ``open()`` does. An invariant of ngramdraft's own
+that breaks is :class:`InternalError`, never a bare ``AssertionError``.
 """
 
 

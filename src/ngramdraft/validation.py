@@ -1,5 +1,6 @@
 """Checks that stand between user input and the kernels (numba checks no bounds)."""
 
+import os
 from typing import Any
 
 import numpy as np
@@ -77,6 +78,33 @@ def check_int(value: object, name: str, lo: int, hi: int | None = None) -> int:
         bound = f"{lo} .. {hi}" if hi is not None else f">= {lo}"
         raise InvalidParameterError(f"{name} must be {bound}, got {value}")
     return int(value)
+
+
+def check_number(value: object, name: str) -> float:
+    """``value`` as a float if it is a real number (not a bool), else InvalidParameterError."""
+    if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
+        raise InvalidParameterError(f"{name} must be a number, got {value!r}")
+    return float(value)
+
+
+def check_flag(value: object, name: str) -> bool:
+    """``value`` if it is a bool, else InvalidParameterError (an array's truth is ambiguous)."""
+    if not isinstance(value, bool | np.bool_):
+        raise InvalidParameterError(f"{name} must be True or False, got {value!r}")
+    return bool(value)
+
+
+def check_path(value: Any, name: str = "path") -> Any:
+    """``value`` if it is a file path (str or os.PathLike), else InvalidParameterError.
+
+    An int would reach ``open()`` as a file descriptor, which it closes after
+    reading: a cache "opened" from 1 would close the process's standard output.
+    """
+    if not isinstance(value, str | os.PathLike) or not isinstance(os.fspath(value), str):
+        raise InvalidParameterError(
+            f"{name} must be a file path (a str or pathlib.Path), got {type(value).__name__}"
+        )
+    return value
 
 
 def check_ngram_range(ngram_min: int, ngram_max: int) -> tuple[int, int]:

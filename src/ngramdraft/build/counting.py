@@ -14,10 +14,11 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
-from ..errors import InvalidParameterError, InvalidTokensError
+from ..errors import InvalidTokensError
 from ..files.tokens import CHUNK, TokenFile
 from ..kernels import triples as triple_kernels
 from ..progress import Progress
+from ..validation import check_int
 
 # Resident bytes per triple of a pass: the packed triple, its share of the
 # distinct triples' counts, and the grouped output.
@@ -169,8 +170,7 @@ def pass_budget(memory_limit: int | None) -> int:
     """Triples per pass for a memory limit in bytes (None: everything in one pass)."""
     if memory_limit is None:
         return np.iinfo(np.int64).max
-    if memory_limit <= 0:
-        raise InvalidParameterError(f"memory limit must be positive, got {memory_limit}")
+    memory_limit = check_int(memory_limit, "memory_limit", 1)
     return max(1, (memory_limit - BASELINE_BYTES) // BYTES_PER_TRIPLE, memory_limit // 64)
 
 

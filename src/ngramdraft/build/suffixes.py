@@ -32,6 +32,7 @@ from ..files.ngd.writing import write_suffix_file
 from ..kernels import gramindex
 from ..kernels.suffixsort import DEPTH, merge_block, sort_shard
 from ..progress import Progress
+from ..validation import check_int
 from .corpus import Corpus
 from .counting import BASELINE_BYTES, add_counts
 
@@ -52,8 +53,7 @@ def shard_budget(memory_limit: int | None) -> int:
     """Tokens per shard for a memory limit in bytes (None: the whole corpus at once)."""
     if memory_limit is None:
         return MAX_SHARD
-    if memory_limit <= 0:
-        raise InvalidParameterError(f"memory limit must be positive, got {memory_limit}")
+    memory_limit = check_int(memory_limit, "memory_limit", 1)
     return max(1 << 16, (memory_limit - BASELINE_BYTES) // BYTES_PER_TOKEN)
 
 

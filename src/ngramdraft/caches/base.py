@@ -11,6 +11,7 @@ import numpy as np
 from ..errors import InvalidParameterError, TokenizerMismatchError
 from ..files import llamacpp
 from ..tokenizers import same_tokenizer, tokenizer_kind
+from ..validation import as_tokens
 
 if TYPE_CHECKING:
     from numpy.typing import ArrayLike
@@ -67,12 +68,12 @@ class Cache(abc.ABC):
 
     def save(self, path: str | os.PathLike[str], format: str = "native") -> None:
         """Write the cache atomically: ``native`` (.ngd) or ``llamacpp`` (lookup file)."""
+        if not isinstance(format, str) or format not in FORMATS:
+            raise InvalidParameterError(f"format must be one of {FORMATS}, got {format!r}")
         if format == "llamacpp":
             llamacpp.write(path, *self.arrays())
-        elif format == "native":
-            self._save_native(path)
         else:
-            raise InvalidParameterError(f"format must be one of {FORMATS}, got {format!r}")
+            self._save_native(path)
 
     def __repr__(self) -> str:
         return (
@@ -116,7 +117,7 @@ class RecordedTokenizer:
     def check_tokens(self, tokens: np.ndarray) -> None:
         """Raise TokenizerMismatchError if ``tokens`` holds ids the file's tokenizer lacks."""
         n_vocab = self._n_vocab
-        top = int(tokens.max(initial=-1))
+        top = int(as_tokens(tokens).max(initial=-1))
         if n_vocab is not None and top >= n_vocab:
             raise TokenizerMismatchError(
                 f"the tokens hold id {top}, but {self.path} was built with tokenizer "

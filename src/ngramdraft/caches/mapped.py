@@ -9,6 +9,8 @@ from typing import Self
 
 from ..errors import InvalidParameterError
 from ..files.ngd.header import Header
+from ..files.ngd.reading import verify_sections
+from ..validation import check_flag
 from .warmup import Warmup
 
 
@@ -25,12 +27,23 @@ class MappedFile(abc.ABC):
     path: Path
     check_tokenizer: Callable[[object], None]
 
+    def verify(self, deep: bool = False) -> None:
+        """Check every section's checksum (reads the whole file); raises ChecksumError.
+
+        ``deep`` also checks every invariant of the file's contents (the class's
+        ``_check``); raises CorruptFileError.
+        """
+        deep = check_flag(deep, "deep")
+        verify_sections(self._mapping(), self.header, self.path)
+        if deep:
+            self._check()
+
     @abc.abstractmethod
-    def verify(self, deep: bool = False) -> None: ...
+    def _check(self) -> None: ...
 
     def _opened(self, verify: bool, tokenizer: object) -> Self:
         """After mapping: ``verify``'s checksums and ``tokenizer``'s check, if asked for."""
-        if verify:
+        if check_flag(verify, "verify"):
             self.verify()
         if tokenizer is not None:
             self.check_tokenizer(tokenizer)

@@ -15,7 +15,14 @@ from ..files.ngd.reading import frozen_view, map_file, verify_sections
 from ..files.ngd.writing import write_cache
 from ..kernels import table as table_kernels
 from ..kernels.handles import table_handle
-from ..validation import as_tokens, check_cache_arrays, check_int, check_ngram, check_ngram_range
+from ..validation import (
+    TOKEN_MAX,
+    as_tokens,
+    check_cache_arrays,
+    check_int,
+    check_ngram,
+    check_ngram_range,
+)
 from .base import Arrays, Cache
 from .requests import RequestMemory
 
@@ -48,7 +55,7 @@ class NgramCache(Cache):
     """
 
     def __init__(self, role: str = "dynamic", *, max_ngrams: int | None = None) -> None:
-        if role not in ("context", "dynamic"):
+        if not isinstance(role, str) or role not in ("context", "dynamic"):
             raise InvalidParameterError(f"role must be 'context' or 'dynamic', got {role!r}")
         if max_ngrams is not None and (
             isinstance(max_ngrams, bool) or not isinstance(max_ngrams, int) or max_ngrams < 1
@@ -136,18 +143,23 @@ class NgramCache(Cache):
         proportional to n. ``tokens`` must be what was counted (a drafter's
         own sequence); a count that is not there is a bug, not bad input.
         """
+        seq = as_tokens(tokens)
+        n = check_int(n, "n", 0, len(seq))
         with self.lock:
-            missing = table_kernels.rewind(self.table, tokens, len(tokens), n)
+            missing = table_kernels.rewind(self.table, seq, len(seq), n)
         if missing:
             raise InternalError(f"rewind found {missing} counts missing from the cache")
 
     def reserve(self, n_ngrams: int, n_entries: int) -> None:
         """Grow the table once for n_ngrams more n-grams and n_entries more followers."""
+        n_ngrams = check_int(n_ngrams, "n_ngrams", 0, TOKEN_MAX)
+        n_entries = check_int(n_entries, "n_entries", 0, TOKEN_MAX)
         with self.lock:
             self.table = table_kernels.reserve(self.table, n_ngrams, n_entries)
 
     def grow(self, status: int) -> None:
         """Grow the table as a kernel's status (NEED_SLOTS or NEED_POOL) asks."""
+        status = check_int(status, "status", table_kernels.NEED_SLOTS, table_kernels.NEED_POOL)
         with self.lock:
             self.table = table_kernels.grow(self.table, status)
 

@@ -21,11 +21,11 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..errors import CorruptFileError, WrongFileKindError
+from ..errors import CorruptFileError, InvalidTokensError, WrongFileKindError
 from ..files.ngd.header import KIND_NAMES, KIND_REQUESTS
 from ..files.ngd.reading import map_file, section_array, verify_sections
 from ..files.ngd.writing import write_requests_file
-from ..validation import as_tokens, check_int
+from ..validation import TOKEN_MAX, as_tokens, check_int, within
 from .positions import PositionIndex
 
 MAX_TOKENS = 1 << 20  # the default budget: at most 80 MiB of index (positions.py)
@@ -105,6 +105,13 @@ class RequestMemory:
     def hold(self, held: np.ndarray, more: "Sequence[np.ndarray]" = ()) -> None:
         """Hold exactly ``held`` (sequences each ended by -1) and then the finished sequences
         ``more``, the newest that fit half the budget if they are over it."""
+        held = np.asarray(held)
+        if held.ndim != 1 or held.dtype.kind not in "iu" or not within(held, -1, TOKEN_MAX):
+            raise InvalidTokensError(
+                "held must be token ids (0 .. 2**31-1), each sequence ended by -1"
+            )
+        if isinstance(more, np.ndarray) or not isinstance(more, Sequence):
+            raise InvalidTokensError("more must be a list of token sequences, one per sequence")
         tokens = np.concatenate([held, *(self._ended(seq) for seq in more)]).astype(np.int32)
         if len(tokens) > self.max_tokens:
             tokens = _newest(tokens, self.max_tokens // 2)

@@ -22,13 +22,13 @@ from ..files import llamacpp
 from ..files.atomic import atomic_output
 from ..files.kinds import file_format
 from ..files.ngd.header import KIND_NAMES, KIND_STATIC, KIND_SUFFIX, NOT_NGRAMS, Header
-from ..files.ngd.reading import frozen_view, map_file, read_meta, verify_sections
+from ..files.ngd.reading import frozen_view, map_file, read_meta
 from ..files.ngd.writing import make_constmap
 from ..files.tokens import TokenFile
 from ..kernels.frozen import CORRUPT, followers_span, key_hash_of, key_values, span_stats
 from ..kernels.handles import frozen_handle
 from ..tokenizers import identity, load_tokenizer
-from ..validation import as_tokens, check_cache_arrays, check_ngram
+from ..validation import as_tokens, check_cache_arrays, check_ngram, check_path
 from .base import Arrays, Cache, RecordedTokenizer
 from .mapped import MappedFile
 from .suffix_corpus import SuffixCorpus
@@ -154,6 +154,8 @@ class StaticCache(MappedFile, RecordedTokenizer, Cache):
 
         Without ``path`` the file is anonymous: created, mapped, then unlinked.
         """
+        if not isinstance(cache, Cache):
+            raise InvalidParameterError(f"expected a cache, got {type(cache).__name__}")
         return cls._from_sources([CacheTriples(*cache.arrays())], path, meta=meta)
 
     @classmethod
@@ -165,7 +167,7 @@ class StaticCache(MappedFile, RecordedTokenizer, Cache):
         meta: dict[str, Any] | None = None,
     ) -> "StaticCache":
         """Convert a llama.cpp lookup file (its 2-gram records) into a static cache file."""
-        meta = {"converted_from": Path(lookup_path).name, **(meta or {})}
+        meta = {"converted_from": Path(check_path(lookup_path, "lookup_path")).name, **(meta or {})}
         return cls._from_sources([CacheTriples(*llamacpp.read(lookup_path))], path, meta=meta)
 
     @classmethod
@@ -178,6 +180,10 @@ class StaticCache(MappedFile, RecordedTokenizer, Cache):
         quiet: bool = True,
     ) -> "StaticCache":
         """One static cache counting every 2-gram of several (e.g. built from shards)."""
+        if isinstance(caches, str | os.PathLike) or not isinstance(caches, list | tuple):
+            raise InvalidParameterError(
+                f"caches must be a list of static caches or paths, got {type(caches).__name__}"
+            )
         opened = [as_static(c) for c in caches]  # arrays() verifies each before reading
         names = {name for c in opened if (name := c.tokenizer_name) is not None}
         if len(names) > 1:
@@ -252,15 +258,6 @@ class StaticCache(MappedFile, RecordedTokenizer, Cache):
                 out.write(mm[start : start + block])
 
     # -- integrity -------------------------------------------------------------
-
-    def verify(self, deep: bool = False) -> None:
-        """Check every section checksum (reads the whole file); raises ChecksumError.
-
-        ``deep`` also checks every structural invariant (see :meth:`_check`).
-        """
-        verify_sections(self._mapping(), self.header, self.path)
-        if deep:
-            self._check()
 
     def _check_arrays(self) -> None:
         """The invariants a copy relies on: spans, ids in range, keys ascending, counts."""

@@ -14,7 +14,7 @@ from ..build.suffixes import buckets_of, build_suffixes
 from ..errors import CorruptFileError, InvalidParameterError, WrongFileKindError
 from ..files.kinds import file_format
 from ..files.ngd.header import KIND_NAMES, KIND_REQUESTS, KIND_SUFFIX, Header
-from ..files.ngd.reading import map_file, read_meta, section_array, verify_sections
+from ..files.ngd.reading import map_file, read_meta, section_array
 from ..files.tokens import CHUNK
 from ..kernels import gramindex, suffixsearch
 from ..kernels.suffixsort import DEPTH, first_out_of_order
@@ -123,18 +123,10 @@ class SuffixCorpus(MappedFile, RecordedTokenizer):
         )
         return int(length), int(hi - lo) if length else 0
 
-    def verify(self, deep: bool = False) -> None:
-        """Check every section's checksum (reads the whole file); raises ChecksumError.
-
-        ``deep`` also checks that ``sa`` is a permutation in suffix order,
-        that no token exceeds the recorded largest id, and that the buckets and
-        the n-gram index are the ones the tokens and ``sa`` give.
-        """
-        verify_sections(self._mapping(), self.header, self.path)
-        if deep:
-            self._check()
-
     def _check(self) -> None:
+        """``verify(deep=True)``: ``sa`` is a permutation in suffix order, no token exceeds
+        the recorded largest id, and the buckets and the n-gram index are the ones the
+        tokens and ``sa`` give; raises CorruptFileError."""
         top = int(self.text.max(initial=-1))
         if top != self.max_token or int(self.text.min(initial=0)) < -1:
             raise CorruptFileError(

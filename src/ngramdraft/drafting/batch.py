@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numba
 import numpy as np
 
-from ..errors import InvalidParameterError, InvalidTokensError
+from ..errors import InvalidParameterError, InvalidTokensError, UnknownSequenceError
 from ..validation import check_token_range, within
 from .drafter import practice_tokens
 from .rulesets import rule_set
@@ -166,11 +166,9 @@ def flatten_tokens(
     """(flat int32 tokens, offsets[n + 1]) of per-sequence tokens, every id checked."""
     if lengths is not None:
         arr = np.asarray(tokens)
-        lengths = np.asarray(lengths, dtype=np.int64)
-        if arr.ndim != 2 or arr.shape[0] != n or lengths.shape != (n,):
-            raise InvalidTokensError(
-                f"with lengths, tokens must be a 2-D array of {n} rows and lengths {n} counts"
-            )
+        lengths = int_array(lengths, "lengths", n)
+        if arr.ndim != 2 or arr.shape[0] != n:
+            raise InvalidTokensError(f"with lengths, tokens must be a 2-D array of {n} rows")
         if not within(lengths, 0, arr.shape[1]):
             raise InvalidTokensError(f"lengths must be 0 .. {arr.shape[1]} (the rows' width)")
         flat = arr[np.arange(arr.shape[1]) < lengths[:, None]]
@@ -184,12 +182,12 @@ def flatten_tokens(
             # cumsum alone costs more than the accept's kernel.
             sums = itertools.accumulate(map(len, tokens), initial=0)
             offsets = np.fromiter(sums, dtype=np.int64, count=n + 1)
-        except TypeError:  # an id where a sequence of ids belongs: a flat list of tokens
+            joined = _joined(tokens) if n and type(tokens[0]) is np.ndarray else None
+        except (TypeError, KeyError):  # an id where a sequence of ids belongs, or a mapping
             raise InvalidTokensError(
                 f"tokens must hold one sequence of ids per seq_id (a list of {n} lists "
                 "or arrays), or be a 2-D array with lengths"
             ) from None
-        joined = _joined(tokens) if n and type(tokens[0]) is np.ndarray else None
         if joined is not None:
             flat = joined
         else:
@@ -213,9 +211,24 @@ def _joined(arrays: Any) -> np.ndarray | None:
     return flat if flat.ndim == 1 and flat.dtype.kind in "iu" else None
 
 
+def id_error(error: Exception) -> InvalidParameterError:
+    """The named error of a batch's failed lookup of sequence ids: an unknown id (a
+    KeyError), or ids that are not hashable values, or not given as a list."""
+    if isinstance(error, KeyError):
+        return UnknownSequenceError(f"unknown sequence id {error.args[0]!r}: add() it first")
+    return InvalidParameterError(
+        "sequence ids must be hashable values (ints, strings, tuples), and a list of them "
+        "where a call takes several"
+    )
+
+
 def check_new_sequence(seq_id: object, active: "dict[Any, Any]", room: bool, max_seqs: int) -> None:
-    """A batch's add(): the id must be new and a slot free (``room``)."""
-    if seq_id in active:
+    """A batch's add(): the id must be a new hashable value and a slot free (``room``)."""
+    try:
+        known = seq_id in active
+    except TypeError as e:
+        raise id_error(e) from None
+    if known:
         raise InvalidParameterError(
             f"sequence {seq_id!r} is already active: finish() it first, or use a new id"
         )
@@ -236,15 +249,23 @@ def sync_arguments(
             f"token_ids must be a 2-D int32 array, got {token_ids.ndim}-D {token_ids.dtype}"
         )
     token_ids = np.ascontiguousarray(token_ids)
-    rows = np.arange(n) if rows is None else np.asarray(rows, dtype=np.int64)
-    lengths = np.asarray(lengths, dtype=np.int64)
-    if rows.shape != (n,) or lengths.shape != (n,):
-        raise InvalidParameterError(f"rows and lengths must hold {n} values each")
+    rows = np.arange(n) if rows is None else int_array(rows, "rows", n)
+    lengths = int_array(lengths, "lengths", n)
     if not within(rows, 0, len(token_ids) - 1):
         raise InvalidParameterError(f"rows must be 0 .. {len(token_ids) - 1}")
     if not within(lengths, 0, token_ids.shape[1]):
         raise InvalidParameterError(f"lengths must be 0 .. {token_ids.shape[1]}")
     return token_ids, lengths, rows
+
+
+def int_array(values: Any, name: str, n: int) -> np.ndarray:
+    """``values`` as n int64s, else InvalidParameterError (floats are not cut to ints)."""
+    arr = np.asarray(values)
+    if arr.shape != (n,) or arr.dtype == np.bool_ or arr.dtype.kind not in "iu":
+        raise InvalidParameterError(
+            f"{name} must be {n} integers, got {arr.dtype} of shape {arr.shape}"
+        )
+    return arr.astype(np.int64, copy=False)
 
 
 def drive_batch(batch: BatchDrafter, stream: np.ndarray, n: int) -> None:

@@ -15,7 +15,7 @@ import numpy as np
 
 from ..errors import InvalidParameterError, NgramdraftError
 from ..validation import as_tokens
-from .policy import Learns, Policy, TimesPasses
+from .policy import Learns, Policy, TimesPasses, check_pass
 from .rulesets import rule_set
 
 if TYPE_CHECKING:
@@ -189,8 +189,11 @@ class Drafter:
         without costs); the engine adapters call it, and may before the first
         sequence (timing passes at load). A pass over more tokens than a draft
         of this drafter's and one more is not one of its passes, and is ignored.
+        ``n_tokens`` below 1, or ``seconds`` negative or not finite, is an
+        InvalidParameterError.
         """
-        if isinstance(self._policy, TimesPasses) and 1 <= n_tokens <= self.n_draft + 1:
+        n_tokens, seconds = check_pass(n_tokens, seconds)
+        if isinstance(self._policy, TimesPasses) and n_tokens <= self.n_draft + 1:
             self._policy.observe_pass(n_tokens, seconds)
 
     @property

@@ -45,6 +45,7 @@ the passes they see, the time from one draft to the next, and
 llama-cpp-python's times a few pass sizes at load, before any request.
 """
 
+import math
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -53,6 +54,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from ..errors import InvalidParameterError
+from ..validation import check_int, check_number
 
 
 class Policy(Protocol):
@@ -101,9 +103,8 @@ class AdaptiveLength:
     def __post_init__(self) -> None:
         ints = {"n_min": self.n_min, "window": self.window, "retry_after": self.retry_after}
         for name, value in ints.items():
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise InvalidParameterError(f"{name} must be an integer >= 1, got {value!r}")
-        if not 0.0 <= self.off_below <= 1.0:
+            check_int(value, name, 1)
+        if not 0.0 <= check_number(self.off_below, "off_below") <= 1.0:
             raise InvalidParameterError(f"off_below must be 0 .. 1, got {self.off_below!r}")
 
     def start(self, n_draft: int) -> None:
@@ -202,17 +203,24 @@ class CostAwareLength:
     _cost: np.ndarray | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
-        if not 0.0 < self.decay <= 1.0:
+        if not 0.0 < check_number(self.decay, "decay") <= 1.0:
             raise InvalidParameterError(f"decay must be in (0, 1], got {self.decay!r}")
         if self.pass_cost is None:
             return
-        cost = np.asarray(self.pass_cost, dtype=np.float64)
-        if cost.ndim != 1 or len(cost) < 2 or not np.all(np.isfinite(cost)) or cost.min() <= 0:
+        cost = np.asarray(self.pass_cost)
+        if (
+            cost.ndim != 1
+            or len(cost) < 2
+            or cost.dtype == np.bool_
+            or cost.dtype.kind not in "iuf"
+            or not np.all(np.isfinite(cost))
+            or cost.min() <= 0
+        ):
             raise InvalidParameterError(
                 "pass_cost must list the positive cost of a pass over 1, 2, ... tokens "
                 f"(at least two), got {self.pass_cost!r}"
             )
-        self.pass_cost = tuple(float(c) for c in cost / cost[0])
+        self.pass_cost = tuple(float(c) for c in cost / float(cost[0]))
 
     def start(self, n_draft: int) -> None:
         """A new sequence; what was learned stays (the same engine, the same kind of text)."""
@@ -267,9 +275,11 @@ class CostAwareLength:
         """A forward pass over ``n_tokens`` tokens took ``seconds`` (learned costs only).
 
         Timings may come before the first sequence (an engine timing its
-        passes at load); sizes past the drafter's passes are never read.
+        passes at load); sizes past the drafter's passes are never read. A
+        pass timed at zero seconds is ignored (:func:`check_pass`).
         """
-        if self.pass_cost is not None or not (seconds > 0 and n_tokens >= 1):
+        n_tokens, seconds = check_pass(n_tokens, seconds)
+        if self.pass_cost is not None or seconds == 0:
             return
         self._timed.setdefault(n_tokens, deque(maxlen=PASSES_KEPT)).append(seconds)
         self._cost = None
@@ -314,6 +324,16 @@ IMPLAUSIBLE = 2
 # process on the core, the engine's first allocation for that batch size)
 # would lock the size out for good. Until then it costs what its neighbours do.
 TIMED_TO_TRUST = 3
+
+
+def check_pass(n_tokens: object, seconds: object) -> tuple[int, float]:
+    """A pass told to ``observe_pass``: (n_tokens >= 1, seconds >= 0 and finite), else
+    InvalidParameterError. Zero seconds is a clock too coarse to time it (ignored)."""
+    n_tokens = check_int(n_tokens, "n_tokens", 1)
+    seconds = check_number(seconds, "seconds")
+    if not 0.0 <= seconds < math.inf:
+        raise InvalidParameterError(f"seconds must be a finite time >= 0, got {seconds!r}")
+    return n_tokens, seconds
 
 
 def learned_costs(timed: dict[int, deque[float]], n: int) -> np.ndarray:

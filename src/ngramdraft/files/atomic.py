@@ -25,13 +25,14 @@ from typing import IO, BinaryIO
 import numpy as np
 
 from ..errors import DiskFullError, LockTimeoutError
+from ..validation import check_path
 
 _TAG = ".ngd-tmp-"
 
 
 def output_directory(path: str | os.PathLike[str]) -> Path:
     """The directory ``path`` will be written in; a named error if it does not exist."""
-    path = Path(path)
+    path = Path(check_path(path))
     if path.is_dir():
         raise IsADirectoryError(errno.EISDIR, "is a directory (give a file path)", str(path))
     directory = path.parent
@@ -47,7 +48,7 @@ def temporary_prefix(path: str | os.PathLike[str]) -> str:
 
 def remove_abandoned(path: str | os.PathLike[str]) -> None:
     """Remove temporary files and folders for ``path`` whose writer process is gone."""
-    path = Path(path)
+    path = Path(check_path(path))
     mine = f".{path.name}{_TAG}"
     with contextlib.suppress(OSError):
         for entry in path.parent.iterdir():
@@ -131,7 +132,7 @@ def atomic_output(path: str | os.PathLike[str], size: int | None = None) -> Iter
     removed and ``path`` is left as it was. ``size``, the bytes to be written
     if known, is named when the disk fills.
     """
-    path = Path(path)
+    path = Path(check_path(path))
     directory = output_directory(path)
     remove_abandoned(path)
     with disk_full_named(path, size):
@@ -156,7 +157,7 @@ def atomic_output(path: str | os.PathLike[str], size: int | None = None) -> Iter
 
 def spool_directory(path: str | os.PathLike[str]) -> tempfile.TemporaryDirectory[str]:
     """A temporary folder beside ``path`` for a build's spools (a context manager)."""
-    path = Path(path)
+    path = Path(check_path(path))
     directory = output_directory(path)
     remove_abandoned(path)
     return tempfile.TemporaryDirectory(prefix=temporary_prefix(path), dir=directory)
@@ -170,7 +171,7 @@ def locked(path: str | os.PathLike[str], timeout: float) -> Iterator[None]:
     flock(2)'s: released by the kernel if the holder dies, so a killed writer
     never leaves the file locked; the sidecar itself stays, empty.
     """
-    path = Path(path)
+    path = Path(check_path(path))
     lock_path = path.with_name(f".{path.name}.lock")
     fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o666)
     try:

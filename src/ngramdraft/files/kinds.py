@@ -8,6 +8,7 @@ import os
 from pathlib import Path
 
 from ..errors import ModelFileError
+from ..validation import check_path
 from .ngd.header import HEADER_SIZE, KIND_NAMES, MAGIC, NATIVE_SUFFIX, parse_header, read_header
 
 GGUF_MAGIC = b"GGUF"
@@ -19,7 +20,7 @@ def file_format(path: str | os.PathLike[str]) -> str:
     A ``.ngd`` file without the magic is not taken for a llama.cpp file (an
     empty or foreign file would otherwise read as an empty lookup cache).
     """
-    with open(path, "rb") as f:
+    with open(check_path(path), "rb") as f:
         head = f.read(HEADER_SIZE)
     if head[: len(MAGIC)] == MAGIC:
         return "native"
@@ -37,7 +38,7 @@ def file_kind(path: str | os.PathLike[str]) -> str:
 
 def check_gguf(path: str | os.PathLike[str]) -> Path:
     """``path`` as a Path if it is a GGUF file, else ModelFileError saying what it is."""
-    path = Path(path)
+    path = Path(check_path(path, "model_path"))
     if not path.exists():
         raise ModelFileError(f"{path}: no such model file")
     if not path.is_file():

@@ -106,7 +106,7 @@ def fetch_model(name: str, *, quiet: bool = False) -> Path:
 
 
 def _model(name: str) -> Model:
-    if name not in MODELS:
+    if not isinstance(name, str) or name not in MODELS:
         raise InvalidParameterError(
             f"no model named {name!r}: choose one of {', '.join(MODELS)} (or give a GGUF path)"
         )

@@ -31,12 +31,14 @@ from typing import Any
 
 import numpy as np
 
+from ..drafting.drafter import MAX_DRAFT
 from ..drafting.policy import TIMED_TO_TRUST
 from ..errors import ModelFileError
 from ..files import passtimes
 from ..files.kinds import check_gguf
 from ..optional import require
 from ..tokenizers.gguf import LlamaVocab, model_name
+from ..validation import check_int
 from .llama_cpp_decode import decoder_of, speculative_generate
 from .passes import PassClock, engine_drafter
 
@@ -44,6 +46,9 @@ from .passes import PassClock, engine_drafter
 # takes longer on a CPU than all the passes after it (4.5 s against 3 s for a
 # 0.5B model on 2 cores), and the requests' own passes replace these timings.
 LOAD_CONTEXT = 64
+# The longest context load_llama takes (0: the model's own): above any model's, and
+# the int32 array ngramdraft's loop keeps of a sequence's tokens stays under 64 MiB.
+MAX_CONTEXT = 1 << 24
 # The context's settings that change what attention costs (those this host has).
 ATTENTION_FIELDS = ("flash_attn_type", "flash_attn", "type_k", "type_v")
 
@@ -210,7 +215,7 @@ def sizes_timed_at_load(n_draft: int) -> list[int]:
     replay is the same for the suffix rules (policy/2026-12-04-114640), and
     the 0.5B model loads in 3.0 s, not 4.0 s (ab/2026-12-04-120323).
     """
-    largest = n_draft + 1
+    largest = check_int(n_draft, "n_draft", 1, MAX_DRAFT) + 1
     powers = [2**i for i in range(largest.bit_length())]
     return powers if largest - powers[-1] <= 1 else [*powers, largest]
 
@@ -310,6 +315,7 @@ def load_llama(
     """
     cls = drafting_llama()
     path = check_gguf(model_path)
+    n_ctx = check_int(n_ctx, "n_ctx", 0, MAX_CONTEXT)
     try:
         llama = cls(str(path), draft_model=draft_model, n_ctx=n_ctx, verbose=verbose, **kwargs)
     except ValueError as e:  # the host's word for any model it cannot load

@@ -17,6 +17,7 @@ from ...kernels.constmap import build as build_fuse
 from ...kernels.constmap import fuse_shape, key_hashes
 from ...kernels.frozen import key_values, span_stats
 from ...progress import Progress
+from ...validation import check_path
 from ..atomic import atomic_output, disk_full_named, spool_directory, write_array
 from .header import (
     ALIGN,
@@ -82,7 +83,7 @@ class NgdWriter:
         spool: bool = True,
         quiet: bool = True,
     ) -> None:
-        self.path = Path(path)
+        self.path = Path(check_path(path))
         self.kind = kind
         self.quiet = quiet
         self.spool = spool
@@ -248,7 +249,7 @@ def _write_token_kind(
     header = Header(kind, 0, n_tokens, 0, 0, 0, max_token, n_source_tokens, 0)
     meta = {"created_by": f"ngramdraft {__version__}", **(meta or {})}
     sections: dict[str, list[Part]] = {"meta": [json.dumps(meta, sort_keys=True).encode()]}
-    _write_sections(Path(path), header, {**sections, **arrays})
+    _write_sections(Path(check_path(path)), header, {**sections, **arrays})
     return header
 
 

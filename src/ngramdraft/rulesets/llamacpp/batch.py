@@ -21,12 +21,13 @@ from ...drafting.batch import (
     BatchDrafter,
     check_new_sequence,
     flatten_tokens,
+    id_error,
     left_over,
     on_threads,
     sync_arguments,
 )
 from ...drafting.drafter import MAX_DRAFT
-from ...errors import CorruptFileError, InvalidParameterError, UnknownSequenceError
+from ...errors import CorruptFileError, InvalidParameterError
 from ...kernels.frozen import CORRUPT
 from ...validation import check_int, check_ngram_range
 from .drafter import LlamaCppDrafter
@@ -226,19 +227,17 @@ class LlamaCppBatch(BatchDrafter):
     def _drafter(self, seq_id: Hashable) -> LlamaCppDrafter:
         try:
             return self._active[seq_id][1]
-        except KeyError:
-            raise UnknownSequenceError(f"unknown sequence id {seq_id!r}: add() it first") from None
+        except (KeyError, TypeError) as e:
+            raise id_error(e) from None
 
     def _rows(self, seq_ids: Sequence[Hashable]) -> np.ndarray:
-        ids = tuple(seq_ids)
-        if self._known is not None and self._known[0] == ids:
-            return self._known[1]
         try:
+            ids = tuple(seq_ids)
+            if self._known is not None and self._known[0] == ids:
+                return self._known[1]
             rows = np.fromiter((self._active[i][0] for i in ids), dtype=np.int64, count=len(ids))
-        except KeyError as e:
-            raise UnknownSequenceError(
-                f"unknown sequence id {e.args[0]!r}: add() it first"
-            ) from None
+        except (KeyError, TypeError, ValueError) as e:  # ValueError: an array among the ids
+            raise id_error(e) from None
         if len(set(rows.tolist())) != len(rows):
             raise InvalidParameterError("seq_ids lists a sequence twice: give each id once")
         self._known = (ids, rows)

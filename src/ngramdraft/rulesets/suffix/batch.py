@@ -25,12 +25,13 @@ from ...drafting.batch import (
     BatchDrafter,
     check_new_sequence,
     flatten_tokens,
+    id_error,
     left_over,
     on_threads,
     sync_arguments,
 )
 from ...drafting.drafter import MAX_DRAFT
-from ...errors import InvalidParameterError, UnknownSequenceError
+from ...errors import InvalidParameterError
 from ...validation import check_int
 from .drafter import SuffixDrafter
 from .rows import (
@@ -179,10 +180,8 @@ class SuffixBatch(BatchDrafter):
     def _drafters(self, seq_ids: Sequence[Hashable]) -> list[SuffixDrafter]:
         try:
             drafters = [self._active[i] for i in seq_ids]
-        except KeyError as e:
-            raise UnknownSequenceError(
-                f"unknown sequence id {e.args[0]!r}: add() it first"
-            ) from None
+        except (KeyError, TypeError) as e:
+            raise id_error(e) from None
         if len(set(map(id, drafters))) != len(drafters):
             raise InvalidParameterError("seq_ids lists a sequence twice: give each id once")
         return drafters
