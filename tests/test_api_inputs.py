@@ -9,6 +9,8 @@ that names no file ("x") raises FileNotFoundError, as open() does.
 
 import contextlib
 import os
+import re
+import threading
 
 import numpy as np
 import pytest
@@ -25,6 +27,7 @@ from ngramdraft import (
     RequestMemory,
     StaticCache,
     SuffixCorpus,
+    WrongFileKindError,
     fetch_model,
     replay,
 )
@@ -286,3 +289,28 @@ def test_odd_arguments_to_the_llama_cpp_adapter(tiny_gguf, tmp_path, monkeypatch
         for failure in _generic(call, sizes if name == "load_llama(n_ctx)" else ODD)
     ]
     assert not generic, "\n".join(generic)
+
+
+@pytest.mark.parametrize(
+    "read", [StaticCache.open, NgramCache.load, SuffixCorpus.open, RequestMemory.load]
+)
+def test_a_pipe_or_a_device_is_not_a_cache_file(read, tmp_path):
+    """Opening a pipe no process writes to once waited for a writer forever, and a
+    device's size, read as 0, made /dev/null an empty cache."""
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    for path in (fifo, "/dev/null", tmp_path):
+        raised = []
+
+        def run(path=path, raised=raised):
+            try:
+                read(path)
+            except Exception as e:  # what the test looks at
+                raised.append(e)
+
+        reader = threading.Thread(target=run, daemon=True)  # a hang fails, not waits
+        reader.start()
+        reader.join(30)
+        assert not reader.is_alive(), f"{path}: still reading after 30 s"
+        assert raised and isinstance(raised[0], WrongFileKindError), (path, raised)
+        assert re.search("directory|not a regular file", str(raised[0]))

@@ -1,11 +1,12 @@
 """Checks that stand between user input and the kernels (numba checks no bounds)."""
 
 import os
+import stat
 from typing import Any
 
 import numpy as np
 
-from .errors import CorruptFileError, InvalidParameterError, InvalidTokensError
+from .errors import CorruptFileError, InvalidParameterError, InvalidTokensError, WrongFileKindError
 
 TOKEN_MAX = 2**31 - 1
 
@@ -104,6 +105,20 @@ def check_path(value: Any, name: str = "path") -> Any:
         raise InvalidParameterError(
             f"{name} must be a file path (a str or pathlib.Path), got {type(value).__name__}"
         )
+    return value
+
+
+def check_file(value: Any) -> Any:
+    """``value`` if it is the path of a regular file, as a cache file must be (check_path,
+    then FileNotFoundError, or WrongFileKindError for a directory, a device or a pipe).
+
+    A device's size reads as 0 (``/dev/urandom`` would pass for an empty cache) and
+    opening a pipe no process writes to waits for one forever.
+    """
+    mode = os.stat(check_path(value)).st_mode
+    if not stat.S_ISREG(mode):
+        what = "a directory" if stat.S_ISDIR(mode) else "not a regular file"
+        raise WrongFileKindError(f"{value}: {what}: give the path of a cache file")
     return value
 
 

@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 
 from ..errors import ModelFileError
-from ..validation import check_path
+from ..validation import check_file, check_path
 from .ngd.header import HEADER_SIZE, KIND_NAMES, MAGIC, NATIVE_SUFFIX, parse_header, read_header
 
 GGUF_MAGIC = b"GGUF"
@@ -20,7 +20,7 @@ def file_format(path: str | os.PathLike[str]) -> str:
     A ``.ngd`` file without the magic is not taken for a llama.cpp file (an
     empty or foreign file would otherwise read as an empty lookup cache).
     """
-    with open(check_path(path), "rb") as f:
+    with open(check_file(path), "rb") as f:
         head = f.read(HEADER_SIZE)
     if head[: len(MAGIC)] == MAGIC:
         return "native"
@@ -42,7 +42,8 @@ def check_gguf(path: str | os.PathLike[str]) -> Path:
     if not path.exists():
         raise ModelFileError(f"{path}: no such model file")
     if not path.is_file():
-        raise ModelFileError(f"{path}: is a directory, not a GGUF model file")
+        what = "a directory" if path.is_dir() else "not a regular file"
+        raise ModelFileError(f"{path}: {what}, not a GGUF model file")
     with open(path, "rb") as f:
         head = f.read(4)
     if head != GGUF_MAGIC:

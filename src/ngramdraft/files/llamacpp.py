@@ -11,7 +11,7 @@ import numpy as np
 
 from ..errors import CorruptFileError, TruncatedFileError, WrongFileKindError
 from ..kernels import lookupfile as lookup_kernels
-from ..validation import check_path
+from ..validation import check_file
 from .atomic import atomic_output, write_array
 from .ngd.header import foreign_message
 
@@ -25,7 +25,7 @@ _PROBLEMS = {
 
 def read(path: str | os.PathLike[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(keys[K,4], offsets[K+1], tokens, counts) of a lookup file, followers sorted."""
-    size = os.path.getsize(check_path(path))
+    size = os.path.getsize(check_file(path))
     if size % 4:
         raise WrongFileKindError(f"{path}: {foreign_message(size)}")
     data = np.fromfile(path, dtype="<i4")

@@ -16,7 +16,7 @@ from ...errors import (
     UnsupportedVersionError,
     WrongFileKindError,
 )
-from ...validation import check_path
+from ...validation import check_file
 
 MAGIC = b"NGRMDRFT"
 NATIVE_SUFFIX = ".ngd"
@@ -272,7 +272,7 @@ def _check_geometry(h: Header, file_size: int, path: object) -> None:
 
 
 def read_header(path: str | os.PathLike[str]) -> Header:
-    size = os.path.getsize(check_path(path))
+    size = os.path.getsize(check_file(path))
     with open(path, "rb") as f:
         raw = f.read(HEADER_SIZE)
     return parse_header(raw, size, path)

@@ -13,7 +13,7 @@ import xxhash
 
 from ...errors import ChecksumError, CorruptFileError, WrongFileKindError
 from ...kernels.frozen import Frozen
-from ...validation import check_path
+from ...validation import check_file
 from .header import BLOCK, HEADER_SIZE, NOT_NGRAMS, TOKEN_KINDS, Header, bad_file, parse_header
 
 _MADV_POPULATE_READ = 22  # linux/mman.h; not exported by Python's mmap module
@@ -43,7 +43,7 @@ def populate(buf: mmap.mmap) -> None:
 
 def map_file(path: str | os.PathLike[str]) -> tuple[mmap.mmap, Header]:
     """(mmap, header) of a cache file, opened read-only."""
-    with open(check_path(path), "rb") as f:
+    with open(check_file(path), "rb") as f:
         size = os.fstat(f.fileno()).st_size
         raw = f.read(HEADER_SIZE)
         header = parse_header(raw, size, path)
