@@ -238,7 +238,7 @@ def test_a_file_descriptor_is_not_a_path(read):
 
 @pytest.mark.parametrize("rules", ["llamacpp", "suffix"])
 def test_an_engine_rows_lengths_are_not_cut_to_ints(rules):
-    """A float length was once truncated (3.5 read as 3) instead of refused."""
+    """A float length was once cut to an int (7.5 read as 7) instead of refused."""
     b = _batch(rules)
     with pytest.raises(InvalidParameterError, match="lengths must be 1 integers"):
         b.sync([0], np.array([PROMPT], dtype=np.int32), [7.5])
@@ -256,10 +256,12 @@ def test_pass_times_are_checked_and_a_zero_time_is_ignored():
     for bad in [(0, 0.1), (2, -0.5), (2, float("nan")), (2, float("inf")), (2.5, 0.1)]:
         with pytest.raises(InvalidParameterError):
             d.observe_pass(*bad)
-    d.observe_pass(2, 0.0)  # a clock too coarse to time the pass: nothing learned
     d.observe_pass(40, 0.1)  # not one of this drafter's passes: ignored
-    d.start(PROMPT)
-    d.draft()
+    policy = CostAwareLength()
+    policy.observe_pass(2, 0.0)  # a clock too coarse to time the pass
+    assert not policy._timed
+    policy.observe_pass(np.int64(2), np.float32(0.5))  # numpy's numbers are numbers
+    assert list(policy._timed) == [2]
 
 
 def test_odd_arguments_to_the_llama_cpp_adapter(tiny_gguf, tmp_path, monkeypatch):
