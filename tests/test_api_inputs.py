@@ -8,7 +8,9 @@ that names no file ("x") raises FileNotFoundError, as open() does.
 """
 
 import contextlib
+import copy
 import os
+import pickle
 import re
 import threading
 
@@ -316,3 +318,21 @@ def test_a_pipe_or_a_device_is_not_a_cache_file(read, tmp_path):
         assert not reader.is_alive(), f"{path}: still reading after 30 s"
         assert raised and isinstance(raised[0], WrongFileKindError), (path, raised)
         assert re.search("directory|not a regular file", str(raised[0]))
+
+
+@pytest.mark.parametrize("rules", ["llamacpp", "suffix"])
+def test_a_step_of_no_sequences_takes_empty_lists(rules):
+    """[] is float64 to numpy: no lengths for no sequences are integers all the same."""
+    b = _batch(rules)
+    assert b.sync([], np.zeros((0, 4), np.int32), []).shape == (0,)
+    b.accept([], np.zeros((0, 4), np.int32), [])
+    assert b.draft([])[0].shape == (0, b.n_draft)
+
+
+@pytest.mark.parametrize("rules", ["llamacpp", "suffix"])
+@pytest.mark.parametrize("how", [copy.copy, copy.deepcopy, pickle.dumps])
+def test_a_batch_cannot_be_copied(rules, how):
+    """A shallow copy once shared the original's kernel states (two batches writing one
+    sequence's rows); pickling raised whatever its attributes made of it."""
+    with pytest.raises(InvalidParameterError, match="cannot be copied or pickled"):
+        how(_batch(rules))

@@ -18,7 +18,7 @@ import numpy as np
 
 from ..errors import InvalidParameterError, InvalidTokensError, UnknownSequenceError
 from ..validation import check_token_range, within
-from .drafter import practice_tokens
+from .drafter import practice_tokens, uncopyable
 from .rulesets import rule_set
 
 if TYPE_CHECKING:
@@ -65,6 +65,9 @@ class BatchDrafter:
         if cls is BatchDrafter:  # the rule set's own class, whose __init__ Python then calls
             cls = rule_set(rules).BATCH
         return super().__new__(cls)
+
+    def __getstate__(self) -> None:
+        raise uncopyable(self)  # its sequences' kernel states hold addresses, as a Drafter's
 
     # What each rule set's batch implements (tests/test_rulesets.py checks it does).
 
@@ -261,6 +264,8 @@ def sync_arguments(
 def int_array(values: Any, name: str, n: int) -> np.ndarray:
     """``values`` as n int64s, else InvalidParameterError (floats are not cut to ints)."""
     arr = np.asarray(values)
+    if n == 0 and arr.shape == (0,):  # [] is float64 to numpy
+        return np.zeros(0, dtype=np.int64)
     if arr.shape != (n,) or arr.dtype == np.bool_ or arr.dtype.kind not in "iu":
         raise InvalidParameterError(
             f"{name} must be {n} integers, got {arr.dtype} of shape {arr.shape}"

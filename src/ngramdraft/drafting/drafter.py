@@ -109,12 +109,7 @@ class Drafter:
         )
 
     def __getstate__(self) -> None:
-        # A copy would share the original's arrays through the addresses in its
-        # state, and read them after they are freed; unpickled elsewhere, any memory.
-        raise InvalidParameterError(
-            f"a {type(self).__name__} holds its arrays' addresses for its kernels and cannot be "
-            "copied or pickled: make a new one (caches are shared by passing them to it)"
-        )
+        raise uncopyable(self)
 
     def _begin(self, prompt: np.ndarray) -> None:
         """start()'s end, the sequence emptied: the prompt appended, the policy told."""
@@ -286,6 +281,18 @@ def drive_drafter(drafter: Drafter, stream: np.ndarray) -> None:
 
 
 _LOADED: set[str] = set()  # the rule sets whose kernels this process has loaded
+
+
+def uncopyable(drafter: object) -> InvalidParameterError:
+    """The error of copying or pickling a drafter or a batch of them (``__getstate__``).
+
+    A copy would share the original's arrays through the addresses in its kernel
+    state, and read them after they are freed; unpickled elsewhere, any memory.
+    """
+    return InvalidParameterError(
+        f"a {type(drafter).__name__} holds its arrays' addresses for its kernels and cannot "
+        "be copied or pickled: make a new one (caches are shared by passing them to it)"
+    )
 
 
 def load_kernels(rules: str = "llamacpp") -> None:
