@@ -280,9 +280,6 @@ def drive_drafter(drafter: Drafter, stream: np.ndarray) -> None:
     drafter.finish()
 
 
-_LOADED: set[str] = set()  # the rule sets whose kernels this process has loaded
-
-
 def uncopyable(drafter: object) -> InvalidParameterError:
     """The error of copying or pickling a drafter or a batch of them (``__getstate__``).
 
@@ -293,6 +290,9 @@ def uncopyable(drafter: object) -> InvalidParameterError:
         f"a {type(drafter).__name__} holds its arrays' addresses for its kernels and cannot "
         "be copied or pickled: make a new one (caches are shared by passing them to it)"
     )
+
+
+_LOADED: set[str] = set()  # the rule sets whose kernels this process has loaded
 
 
 def load_kernels(rules: str = "llamacpp") -> None:
