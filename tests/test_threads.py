@@ -1,9 +1,12 @@
 """One NgramCache shared by threads: merges in one never give a draft in another a torn table."""
 
 import pickle
+import subprocess
+import sys
 import threading
 
 import numpy as np
+import pytest
 
 from ngramdraft import BatchDrafter, Drafter, NgramCache
 
@@ -140,3 +143,45 @@ def test_a_shared_cache_pickles_without_its_lock():
     assert copy.arrays()[2].tolist() == cache.arrays()[2].tolist()
     copy.merge(cache)  # the copy has a lock of its own
     assert copy.followers((1, 2))[1].tolist() == [2, 2]
+
+
+_HAMMER = """
+import sys, threading
+import numpy as np
+from ngramdraft import BatchDrafter
+batch = BatchDrafter(rules=sys.argv[1], max_seqs=80)
+ids = list(range(64))
+for i in ids:
+    batch.add(i, np.random.default_rng(i).integers(0, 50, 100))
+errors = []
+def step():
+    rng = np.random.default_rng()
+    try:
+        for _ in range(400):
+            batch.accept(ids, [rng.integers(0, 50, int(rng.integers(1, 40))) for _ in ids])
+            batch.draft(ids)
+    except Exception as e:
+        errors.append(repr(e))
+def come_and_go():  # a request handler's thread: requests added and finished meanwhile
+    for j in range(400):
+        batch.add(1000 + j, [1, 2, 3])
+        batch.finish(1000 + j)
+threads = [threading.Thread(target=f) for f in (step, step, come_and_go)]
+[t.start() for t in threads]
+[t.join() for t in threads]
+assert not errors, errors
+assert all(len(batch.tokens(i)) > 100 for i in ids) and len(batch) == 64
+print("ok")
+"""
+
+
+@pytest.mark.parametrize("rules", ["llamacpp", "suffix"])
+def test_a_batch_called_from_several_threads_runs_one_call_at_a_time(rules):
+    """Two threads stepping one batch, a third adding and finishing sequences: once, the
+    kernels of two calls wrote the same sequences' buffers (one freed by a growth) and the
+    process died ("corrupted size vs. prev_size") or raised a broadcast error. A child
+    process, so that a crash fails this test and not the suite."""
+    run = subprocess.run(
+        [sys.executable, "-c", _HAMMER, rules], capture_output=True, text=True, timeout=600
+    )
+    assert run.returncode == 0 and run.stdout.strip() == "ok", (run.returncode, run.stderr[-500:])

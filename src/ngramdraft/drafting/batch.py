@@ -9,7 +9,9 @@ the checks every batch makes of its arguments, and the statuses every
 rule set's row kernels return.
 """
 
+import functools
 import itertools
+import threading
 from collections.abc import Callable, Hashable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -55,16 +57,30 @@ class BatchDrafter:
     does not extend its sequence; ``rewind``, ``finish``, ``flush``,
     ``tokens`` and ``observe_pass`` act on one sequence as Drafter's do.
     Unknown or repeated ids, rewinding more than a sequence holds and more
-    than ``max_seqs`` sequences are named errors.
+    than ``max_seqs`` sequences are named errors. Several threads may call
+    one batch (an engine's loop stepping it, a request handler finishing a
+    cancelled request): its calls run one at a time.
     """
 
     max_seqs: int
     n_draft: int
+    _calls: threading.RLock
 
     def __new__(cls, *args: Any, rules: str = "llamacpp", **options: Any) -> "BatchDrafter":
         if cls is BatchDrafter:  # the rule set's own class, whose __init__ Python then calls
             cls = rule_set(rules).BATCH
-        return super().__new__(cls)
+        batch = super().__new__(cls)
+        batch._calls = threading.RLock()
+        return batch
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """A rule set's batch runs its calls one at a time: each thread's waits for the
+        others'. Its kernels write the sequences' states and buffers, which a call may
+        also replace (a sequence grown); two at once corrupted the process's memory."""
+        super().__init_subclass__(**kwargs)
+        for name in SERIALIZED:
+            if name in vars(cls):
+                setattr(cls, name, _one_at_a_time(vars(cls)[name]))
 
     def __getstate__(self) -> None:
         raise uncopyable(self)  # its sequences' kernel states hold addresses, as a Drafter's
@@ -139,6 +155,31 @@ class BatchDrafter:
         """The engine's pass over ``n_tokens`` of sequence ``seq_id``'s tokens took ``seconds``,
         as :meth:`Drafter.observe_pass` (for a policy that learns pass costs)."""
         raise NotImplementedError
+
+
+# The calls of a batch that read or write its sequences (every one but the constructor).
+SERIALIZED = (
+    "__len__",
+    "__contains__",
+    "add",
+    "draft",
+    "accept",
+    "sync",
+    "rewind",
+    "finish",
+    "flush",
+    "tokens",
+    "observe_pass",
+)
+
+
+def _one_at_a_time(method: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(method)
+    def call(self: BatchDrafter, *args: Any, **kwargs: Any) -> Any:
+        with self._calls:
+            return method(self, *args, **kwargs)
+
+    return call
 
 
 def on_threads(
