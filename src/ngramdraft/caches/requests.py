@@ -110,7 +110,7 @@ class RequestMemory:
             raise InvalidTokensError(
                 "held must be token ids (0 .. 2**31-1), each sequence ended by -1"
             )
-        if isinstance(more, np.ndarray) or not isinstance(more, Sequence):
+        if not isinstance(more, Sequence):  # an array is not one
             raise InvalidTokensError("more must be a list of token sequences, one per sequence")
         tokens = np.concatenate([held, *(self._ended(seq) for seq in more)]).astype(np.int32)
         if len(tokens) > self.max_tokens:

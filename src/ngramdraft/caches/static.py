@@ -180,7 +180,7 @@ class StaticCache(MappedFile, RecordedTokenizer, Cache):
         quiet: bool = True,
     ) -> "StaticCache":
         """One static cache counting every 2-gram of several (e.g. built from shards)."""
-        if isinstance(caches, str | os.PathLike) or not isinstance(caches, list | tuple):
+        if not isinstance(caches, list | tuple):
             raise InvalidParameterError(
                 f"caches must be a list of static caches or paths, got {type(caches).__name__}"
             )

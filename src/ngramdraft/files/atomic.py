@@ -32,7 +32,7 @@ _TAG = ".ngd-tmp-"
 
 def output_directory(path: str | os.PathLike[str]) -> Path:
     """The directory ``path`` will be written in; a named error if it does not exist."""
-    path = Path(check_path(path))
+    path = Path(path)
     if path.is_dir():
         raise IsADirectoryError(errno.EISDIR, "is a directory (give a file path)", str(path))
     directory = path.parent
@@ -48,7 +48,7 @@ def temporary_prefix(path: str | os.PathLike[str]) -> str:
 
 def remove_abandoned(path: str | os.PathLike[str]) -> None:
     """Remove temporary files and folders for ``path`` whose writer process is gone."""
-    path = Path(check_path(path))
+    path = Path(path)
     mine = f".{path.name}{_TAG}"
     with contextlib.suppress(OSError):
         for entry in path.parent.iterdir():
