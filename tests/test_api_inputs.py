@@ -149,6 +149,7 @@ def _calls(d, static, corpus):
         "replay(rules)": lambda v: replay(TOKENS, rules=v),
         "CostAwareLength(pass_cost)": lambda v: CostAwareLength(pass_cost=v),
         "CostAwareLength(decay)": lambda v: CostAwareLength(decay=v),
+        "CostAwareLength.drafting_from": lambda v: CostAwareLength().drafting_from(v),
         "AdaptiveLength(n_min)": lambda v: AdaptiveLength(n_min=v),
         "AdaptiveLength(off_below)": lambda v: AdaptiveLength(off_below=v),
         "fetch_model": lambda v: fetch_model(v) if not isinstance(v, str) else None,

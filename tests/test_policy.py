@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from ngramdraft import AdaptiveLength, CostAwareLength, Drafter, InvalidParameterError
-from ngramdraft.drafting.policy import REJECTED, WHOLE
+from ngramdraft.drafting.policy import IN_STEP, JUMPED, MISSED, REJECTED, WHOLE
 
 LOOP = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10] * 8
 
@@ -147,6 +147,56 @@ def test_each_drafts_news_comes_with_the_condition_it_was_made_in():
     assert drafter.draft().tolist() == [8, 9, 10, 1, 2, 3]  # made after a whole acceptance
     drafter.accept([99])
     assert drafter._policy.heard == [(0, 6, False, REJECTED), (0, 0, True, WHOLE)]
+
+
+def test_drafts_from_a_jump_or_after_a_miss_are_trusted_apart_from_those_in_step():
+    """After a rejection, a copy still in step holds more often than a jump to a new place
+    or a copy that has just missed: counted apart, each gets its own length (replayed on
+    trained models' answers: the suffix rules' edits +4-6%, docs/policies.md)."""
+    policy = CostAwareLength([1, 1.5, 2, 2.5, 3, 3.5, 4])
+    policy.start(6)
+    for _ in range(40):
+        _settle(policy, 6, 6, REJECTED + 2 * IN_STEP)
+        _settle(policy, 6, 0, REJECTED + 2 * JUMPED)
+        _settle(policy, 6, 2, REJECTED + 2 * MISSED)
+    lengths = []
+    for origin in (IN_STEP, JUMPED, MISSED):
+        policy.drafting_from(origin)
+        assert policy.condition == REJECTED + 2 * origin
+        lengths.append(policy.length_of(6))
+    assert lengths == [6, 0, 2]
+    with pytest.raises(InvalidParameterError, match="origin"):
+        policy.drafting_from(3)
+
+
+class _Origins(CostAwareLength):
+    """Records where each draft was said to come from."""
+
+    def drafting_from(self, origin):
+        super().drafting_from(origin)
+        self.origins = [*getattr(self, "origins", []), origin]
+
+
+def test_the_suffix_rules_tell_a_policy_where_each_draft_comes_from():
+    drafter = Drafter(rules="suffix", n_draft=4, policy=_Origins([1.0] * 5))
+    drafter.start([5, 6, 7, 8, 9, 10, 11, 12, 13, 5, 6])
+    assert drafter.draft().tolist() == [7, 8, 9, 10]  # a jump to the prompt's 5, 6
+    drafter.accept([7, 8, 9, 10, 11])  # it held: the copy is in step
+    assert drafter.draft().tolist() == [12, 13, 5, 6]
+    drafter.accept([12, 99])  # the copy missed the model's 99
+    drafter.draft()
+    assert drafter._policy.origins == [JUMPED, IN_STEP, MISSED]
+
+
+def test_llama_cpps_rules_draft_in_step_for_a_policy():
+    """llama.cpp's rules have no copy to be in or out of step: their policy's conditions
+    are the two they always were."""
+    drafter = Drafter(n_draft=6, policy=_Origins([1.0] * 7))
+    drafter.start(LOOP)
+    drafter.draft()
+    drafter.accept([1, 99])
+    drafter.draft()
+    assert drafter._policy.origins == [IN_STEP, IN_STEP]
 
 
 def test_drafts_stop_going_out_whole_once_a_repeated_passage_ends():

@@ -15,7 +15,7 @@ import numpy as np
 
 from ..errors import InvalidParameterError, NgramdraftError
 from ..validation import as_tokens
-from .policy import Learns, Policy, TimesPasses, check_pass
+from .policy import IN_STEP, HearsOrigin, Learns, Policy, TimesPasses, check_pass
 from .rulesets import rule_set
 
 if TYPE_CHECKING:
@@ -196,8 +196,11 @@ class Drafter:
         """Whether the policy learns the engine's pass costs (what ``observe_pass`` is for)."""
         return isinstance(self._policy, TimesPasses) and self._policy.learns_costs
 
-    def _submitted(self, policy: Policy, full: np.ndarray) -> np.ndarray:
-        """The part of a whole draft the policy submits (drafting whole costs microseconds)."""
+    def _submitted(self, policy: Policy, full: np.ndarray, origin: int = IN_STEP) -> np.ndarray:
+        """The part of a whole draft the policy submits (drafting whole costs microseconds);
+        ``origin``: where the rules drew it from (HearsOrigin)."""
+        if isinstance(policy, HearsOrigin):
+            policy.drafting_from(origin)
         if self._shadows is not None and len(full):
             if len(self._shadows) >= MAX_SHADOWS:  # drafts again and again, accepting nothing
                 del self._shadows[0]

@@ -78,6 +78,13 @@ class Learns(Protocol):
 
 
 @runtime_checkable
+class HearsOrigin(Protocol):
+    """A policy told where each draft comes from before it is cut."""
+
+    def drafting_from(self, origin: int) -> None: ...
+
+
+@runtime_checkable
 class TimesPasses(Protocol):
     """A policy that learns what the engine's forward passes cost, as they happen."""
 
@@ -137,9 +144,13 @@ class AdaptiveLength:
                 self._recent.clear()
 
 
-# CostAwareLength's conditions: the last draft submitted was not accepted whole (or
-# there was none yet), or it was.
+# A draft's origin (HearsOrigin): a copy whose last token held (or rules without
+# copies), one from a place not yet tested, one that missed the sequence's last token.
+IN_STEP, JUMPED, MISSED = range(3)
+# CostAwareLength's history: the last draft submitted was not accepted whole (or there
+# was none yet), or it was. Its condition is the pair: REJECTED + 2 * origin, ...
 REJECTED, WHOLE = 0, 1
+CONDITIONS = 6
 
 
 @dataclass
@@ -160,12 +171,13 @@ class CostAwareLength:
 
     The policy keeps decayed counts, for each j, of the drafts whose token j
     is known (the tokens before it right) and of those where it was right
-    too, apart for the drafts made after a draft the model accepted whole and
-    the others (the *condition*; a sequence starts in the second): their
-    ratio, after a prior worth one draft that is never forgotten, is the
-    chance that token j is right given the ones before (the prior: one half
-    after a rejection, the condition's rate over every j after a whole
-    draft; :data:`PRIOR`),
+    too, apart by the *condition* a draft is made in: after a draft the
+    model accepted whole or not (a sequence starts in the second), and where
+    the rules drew it from (``drafting_from``: in step, a jump, after a
+    miss). Their ratio, after a prior worth one draft that is never
+    forgotten, is the chance that token j is right given the ones before
+    (the prior: one half after a rejection, the condition's rate over every
+    j after a whole draft; :data:`PRIOR`),
     and the product of those ratios the chance that the first j are (a
     Kaplan-Meier estimate). A draft of L tokens is then cut to the k <= L
     that maximizes (1 + expected accepted tokens) / pass_cost[k]: all of it
@@ -177,9 +189,10 @@ class CostAwareLength:
     goes on (a draft accepted whole is followed by one that mostly is), and
     one it left stays left; a draft's length, which the counts were once
     kept by, says less, and split the drafts into 33 tables each learned from
-    few. Replayed over a trained model's own answers at its engine's pass
-    costs, the suffix rules' learned policy gained 2-12% on most workloads
-    and lost at most 2% on the others (``docs/policies.md``).
+    few. And a copy that has just missed, or one just jumped to, holds less
+    often than one in step, whatever the last draft did. Replayed over
+    trained models' own answers at their engines' pass costs, each split
+    gained on most workloads (``docs/policies.md``).
 
     The counts grow as each token becomes known, not once a draft is
     settled: a draft right for 30 tokens is known right for its first
@@ -198,7 +211,8 @@ class CostAwareLength:
     # (1-based) is known, the ones before it right, and of those whose token j was right too.
     _known: np.ndarray = field(default_factory=lambda: np.zeros((2, 0)), init=False, repr=False)
     _right: np.ndarray = field(default_factory=lambda: np.zeros((2, 0)), init=False, repr=False)
-    _condition: int = field(default=REJECTED, init=False, repr=False)
+    _history: int = field(default=REJECTED, init=False, repr=False)
+    _origin: int = field(default=IN_STEP, init=False, repr=False)
     _timed: dict[int, deque[float]] = field(default_factory=dict, init=False, repr=False)
     _cost: np.ndarray | None = field(default=None, init=False, repr=False)
 
@@ -230,32 +244,37 @@ class CostAwareLength:
                 f"needs the cost of passes of 1 .. {n_draft + 1} tokens"
             )
         if self._known.shape[1] != n_draft + 1:
-            self._known = np.zeros((2, n_draft + 1))
-            self._right = np.zeros((2, n_draft + 1))
+            self._known = np.zeros((CONDITIONS, n_draft + 1))
+            self._right = np.zeros((CONDITIONS, n_draft + 1))
             self._cost = None
-        self._condition = REJECTED
+        self._history, self._origin = REJECTED, IN_STEP
 
     def length_of(self, full: int) -> int:
         """The k <= full that maximizes (1 + expected accepted) / pass_cost[k]."""
         if full == 0:
             return 0
-        c, j = self._condition, slice(1, full + 1)
+        c, j = self.condition, slice(1, full + 1)
         prior = PRIOR
-        if c == WHOLE:
+        if self._history == WHOLE:
             prior = (self._right[c].sum() + PRIOR) / (self._known[c].sum() + 1.0)
         given = (self._right[c, j] + prior) / (self._known[c, j] + 1.0)
         tokens = 1.0 + np.concatenate(([0.0], np.cumsum(np.cumprod(given))))
         return int(np.argmax(tokens / self._costs()[: full + 1]))
 
     def observe(self, submitted: int, accepted: int) -> None:
-        """The last draft submitted, accepted whole or not: the next drafts' condition."""
+        """The last draft submitted, accepted whole or not: the next drafts' history."""
         if submitted:
-            self._condition = WHOLE if accepted >= submitted else REJECTED
+            self._history = WHOLE if accepted >= submitted else REJECTED
+
+    def drafting_from(self, origin: int) -> None:
+        """Where the rules drew the next draft from: IN_STEP, JUMPED or MISSED."""
+        self._origin = check_int(origin, "origin (IN_STEP, JUMPED or MISSED)", IN_STEP, MISSED)
 
     @property
     def condition(self) -> int:
-        """WHOLE if the last draft submitted was accepted whole, else REJECTED."""
-        return self._condition
+        """The history (WHOLE if the last draft submitted was accepted whole, else
+        REJECTED) plus twice the origin the next draft was told to come from."""
+        return self._history + 2 * self._origin
 
     def learn(self, full: int, start: int, right: int, wrong: bool, condition: int) -> None:
         """Tokens ``start`` .. ``right - 1`` of a draft of ``full`` tokens made in

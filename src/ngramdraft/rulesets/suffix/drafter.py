@@ -18,7 +18,7 @@ from ...caches.shared import LOCK_TIMEOUT, SharedRequestFile
 from ...caches.suffix_corpus import SuffixCorpus, as_corpus
 from ...caches.warmup import NO_WARMUP
 from ...drafting.drafter import MAX_DRAFT, REPLY_ROOM, Drafter
-from ...drafting.policy import Policy
+from ...drafting.policy import IN_STEP, JUMPED, MISSED, Policy
 from ...errors import InvalidParameterError, VocabularyError, WrongFileKindError
 from ...kernels import suffixsearch
 from ...validation import TOKEN_MAX, as_tokens, check_int
@@ -208,8 +208,16 @@ class SuffixDrafter(Drafter):
         with self.dynamic.lock:
             d = draft_step(self._st)
         if self._policy is not None:
-            return self._submitted(self._policy, self._buf[:d].copy())
+            return self._submitted(self._policy, self._buf[:d].copy(), self._origin())
         return self._buf[:d].copy()
+
+    def _origin(self) -> int:
+        """Where the draft just made comes from, for a policy: a jump not yet tested, a
+        copy that missed the sequence's last token, or one in step."""
+        st = self._st
+        if st[state.JUST_JUMPED]:
+            return JUMPED
+        return MISSED if st[state.MISSES] else IN_STEP
 
     def accept(self, tokens: "ArrayLike") -> None:
         """Append verified tokens (accepted drafts and the model's own token)."""
