@@ -37,9 +37,10 @@ periodic retry).
 engine, submit the number of tokens that promises the most tokens per unit
 of time. It learns how often a draft's token j is right when the ones
 before it were, apart after a draft the model accepted whole and after one
-it did not, from every draft, including the tokens it did not submit (the
-sequence shows what followed them a few steps later): so it never needs
-to pay for a draft to learn about it, and never pauses blindly. Given no
+it did not, and by where the rules drew the draft from, from every draft,
+including the tokens it did not submit (the sequence shows what followed
+them a few steps later): so it never needs to pay for a draft to learn
+about it, and never pauses blindly. Given no
 costs, it learns them too (:class:`TimesPasses`): the engine adapters time
 the passes they see, the time from one draft to the next, and
 llama-cpp-python's times a few pass sizes at load, before any request.
@@ -148,7 +149,7 @@ class AdaptiveLength:
 # copies), one from a place not yet tested, one that missed the sequence's last token.
 IN_STEP, JUMPED, MISSED = range(3)
 # CostAwareLength's history: the last draft submitted was not accepted whole (or there
-# was none yet), or it was. Its condition is the pair: REJECTED + 2 * origin, ...
+# was none yet), or it was. Its condition is history + 2 * origin, one of CONDITIONS.
 REJECTED, WHOLE = 0, 1
 CONDITIONS = 6
 
@@ -209,8 +210,12 @@ class CostAwareLength:
     decay: float = 0.97
     # [condition, j]: decayed counts of the drafts made in that condition whose token j
     # (1-based) is known, the ones before it right, and of those whose token j was right too.
-    _known: np.ndarray = field(default_factory=lambda: np.zeros((2, 0)), init=False, repr=False)
-    _right: np.ndarray = field(default_factory=lambda: np.zeros((2, 0)), init=False, repr=False)
+    _known: np.ndarray = field(
+        default_factory=lambda: np.zeros((CONDITIONS, 0)), init=False, repr=False
+    )
+    _right: np.ndarray = field(
+        default_factory=lambda: np.zeros((CONDITIONS, 0)), init=False, repr=False
+    )
     _history: int = field(default=REJECTED, init=False, repr=False)
     _origin: int = field(default=IN_STEP, init=False, repr=False)
     _timed: dict[int, deque[float]] = field(default_factory=dict, init=False, repr=False)
