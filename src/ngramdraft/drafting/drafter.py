@@ -107,6 +107,8 @@ class Drafter:
         self._shadows: list[tuple[int, np.ndarray, int]] | None = (
             [] if isinstance(self._policy, Learns) else None
         )
+        # Asked once: a protocol's isinstance costs microseconds, as much as a draft.
+        self._hears_origin = isinstance(self._policy, HearsOrigin)
 
     def __getstate__(self) -> None:
         raise uncopyable(self)
@@ -199,8 +201,8 @@ class Drafter:
     def _submitted(self, policy: Policy, full: np.ndarray, origin: int = IN_STEP) -> np.ndarray:
         """The part of a whole draft the policy submits (drafting whole costs microseconds);
         ``origin``: where the rules drew it from (HearsOrigin)."""
-        if isinstance(policy, HearsOrigin):
-            policy.drafting_from(origin)
+        if self._hears_origin:
+            cast(HearsOrigin, policy).drafting_from(origin)
         if self._shadows is not None and len(full):
             if len(self._shadows) >= MAX_SHADOWS:  # drafts again and again, accepting nothing
                 del self._shadows[0]

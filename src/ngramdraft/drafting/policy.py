@@ -190,10 +190,10 @@ class CostAwareLength:
     goes on (a draft accepted whole is followed by one that mostly is), and
     one it left stays left; a draft's length, which the counts were once
     kept by, says less, and split the drafts into 33 tables each learned from
-    few. And a copy that has just missed, or one just jumped to, holds less
-    often than one in step, whatever the last draft did. Replayed over
-    trained models' own answers at their engines' pass costs, each split
-    gained on most workloads (``docs/policies.md``).
+    few. And after a rejection a draft from a fresh jump (a match found
+    anew) holds far more often than one from a copy that has just missed
+    its token. Replayed over trained models' own answers at their engines'
+    pass costs, each split gained on most workloads (``docs/policies.md``).
 
     The counts grow as each token becomes known, not once a draft is
     settled: a draft right for 30 tokens is known right for its first
