@@ -40,10 +40,10 @@ before it were, apart after a draft the model accepted whole and after one
 it did not, and by where the rules drew the draft from, from every draft,
 including the tokens it did not submit (the sequence shows what followed
 them a few steps later): so it never needs to pay for a draft to learn
-about it, and never pauses blindly. Given no
-costs, it learns them too (:class:`TimesPasses`): the engine adapters time
-the passes they see, the time from one draft to the next, and
-llama-cpp-python's times a few pass sizes at load, before any request.
+about it, and never pauses blindly. Given no costs, it learns them too
+(:class:`TimesPasses`): the engine adapters time the passes they see, the
+time from one draft to the next, and llama-cpp-python's times a few pass
+sizes at load, before any request.
 """
 
 import math
