@@ -1,4 +1,5 @@
-"""One NgramCache shared by threads: merges in one never give a draft in another a torn table."""
+"""Threads: one NgramCache shared by several (merges never give a draft a torn table), one
+BatchDrafter called from several (its calls run one at a time)."""
 
 import pickle
 import subprocess
