@@ -40,7 +40,8 @@ Layout (``docs/layout.md`` walks through an example):
   a probe. Which rules may use the marks is the rules' business
   (``rulesets/llamacpp/step.py``); the marks only say what they mean.
 
-A table travels between kernels as the namedtuple :data:`Table`; kernels
+Its arrays are the arena's (``arena.py``: huge pages, which a cold probe
+needs). A table travels between kernels as the namedtuple :data:`Table`; kernels
 called from Python take it whole (one argument), and the state kernels of
 ``rulesets/llamacpp/state.py`` rebuild it from a handle (``handles.py``).
 
@@ -62,6 +63,7 @@ from collections import namedtuple
 import numpy as np
 from numba import njit
 
+from . import arena
 from .dominance import may_reach
 from .hashing import key_hash
 from .prefetch import prefetch
@@ -89,22 +91,19 @@ _S57 = np.uint64(57)
 def new_table(slots: int = 16, pool: int = 64) -> Table:
     """An empty table; ``slots`` must be a power of two."""
     return Table(
-        slots=np.zeros((slots, ROW), dtype=np.int64),
-        tags=np.zeros(slots, dtype=np.uint8),
-        tok=np.zeros(pool, dtype=np.int32),
-        cnt=np.zeros(pool, dtype=np.int32),
-        meta=np.zeros(4, dtype=np.int64),
+        slots=arena.zeros((slots, ROW), np.int64),
+        tags=arena.zeros(slots, np.uint8),
+        tok=arena.zeros(pool, np.int32),
+        cnt=arena.zeros(pool, np.int32),
+        meta=arena.zeros(4, np.int64),
         # Python's own function: loading a kernel to divide costs a process 50 ms.
-        marks=np.zeros(mark_words(slots), dtype=np.uint64),
+        marks=arena.zeros(mark_words(slots), np.uint64),
     )
 
 
 def mark_words(slots):
     """The 64-bit words of the marks of a table of ``slots`` slots."""
     return max(1, slots // 64)
-
-
-_mark_words = njit(cache=True)(mark_words)
 
 
 @njit(cache=True, _nrt=False)
@@ -184,42 +183,55 @@ def prefetch_slot(slots, tags, h):
     prefetch(slots, s * ROW)
 
 
-@njit(cache=True)
-def _grow_slots(t, capacity):
+def _grow_slots(t: Table, capacity: int) -> Table:
     """The table rehashed into ``capacity`` slots (a larger power of two)."""
+    rows = arena.zeros((capacity, ROW), np.int64)
+    tags = arena.zeros(capacity, np.uint8)
+    marks = arena.zeros(mark_words(capacity), np.uint64)
+    _rehash(t, rows, tags, marks)
+    return Table(rows, tags, t.tok, t.cnt, t.meta, marks)
+
+
+@njit(cache=True, _nrt=False)
+def _rehash(t, rows, tags, marks):
+    """File every n-gram of t into the empty slots ``rows``, ``tags``, ``marks``."""
     old = t.slots
-    rows = np.zeros((capacity, ROW), dtype=np.int64)
-    tags = np.zeros(capacity, dtype=np.uint8)
-    marks = np.zeros(_mark_words(capacity), dtype=np.uint64)
     for s in range(old.shape[0]):
         if t.tags[s]:
             h = ngram_hash(unpack_key(old, s))
             d = _probe(rows, tags, old[s, KEY01], old[s, KEY23], h)
-            rows[d] = old[s]
+            for c in range(ROW):
+                rows[d, c] = old[s, c]
             tags[d] = _tag(h)
             _mark(rows, tags, marks, d, h)
-    return Table(rows, tags, t.tok, t.cnt, t.meta, marks)
 
 
-@njit(cache=True)
-def _grow_pool(t, need):
+def _grow_pool(t: Table, need: int) -> Table:
     """A pool with room for ``need`` more entries, parts compacted in row order."""
-    live = t.meta[POOL_USED] - t.meta[POOL_WASTE]
-    size = max(2 * (live + need), 64)
-    tok = np.zeros(size, dtype=np.int32)
-    cnt = np.zeros(size, dtype=np.int32)
+    live = int(t.meta[POOL_USED] - t.meta[POOL_WASTE])
+    # A power of two: the arena's block for it is then used whole.
+    size = 1 << (max(2 * (live + int(need)), 64) - 1).bit_length()
+    tok = arena.zeros(size, np.int32)
+    cnt = arena.zeros(size, np.int32)
+    _compact(t, tok, cnt)
+    return Table(t.slots, t.tags, tok, cnt, t.meta, t.marks)
+
+
+@njit(cache=True, _nrt=False)
+def _compact(t, tok, cnt):
+    """Copy t's parts into the empty pool ``tok``, ``cnt``, in row order, without waste."""
     used = 0
     for s in range(t.slots.shape[0]):
         if t.tags[s] == 0:
             continue
         a = t.slots[s, START]
-        tok[used : used + t.slots[s, LENGTH]] = t.tok[a : a + t.slots[s, LENGTH]]
-        cnt[used : used + t.slots[s, LENGTH]] = t.cnt[a : a + t.slots[s, LENGTH]]
+        for j in range(t.slots[s, LENGTH]):
+            tok[used + j] = t.tok[a + j]
+            cnt[used + j] = t.cnt[a + j]
         t.slots[s, START] = used
         used += t.slots[s, CAPAC]
     t.meta[POOL_USED] = used
     t.meta[POOL_WASTE] = 0
-    return Table(t.slots, t.tags, tok, cnt, t.meta, t.marks)
 
 
 @njit(cache=True, _nrt=False)
@@ -373,8 +385,7 @@ def _try_add_one(t, seq, i, size):
     return status
 
 
-@njit(cache=True)
-def grow(t, status, n=1):
+def grow(t: Table, status: int, n: int = 1) -> Table:
     """The table with room for what ``status`` asked for (and ``n`` more pool entries)."""
     if status == NEED_SLOTS:
         return _grow_slots(t, 2 * t.slots.shape[0])
