@@ -149,7 +149,10 @@ def _thp_mode():
     reason="transparent huge pages are Linux's, and off here",
 )
 def test_a_region_is_advised_for_huge_pages():
-    from numpy._core import multiarray
+    try:
+        from numpy._core import multiarray
+    except ImportError:  # numpy 1
+        from numpy.core import multiarray
 
     if not multiarray._get_madvise_hugepage():
         pytest.skip("numpy's huge-page advice is turned off (NUMPY_MADVISE_HUGEPAGE=0)")
