@@ -13,25 +13,28 @@ tables' arrays below ``LARGE`` are carved from regions of ``REGION`` bytes
 that numpy allocates, and therefore advises. Measured in ``docs/serving.md``.
 
 Layout: a region is cut into blocks of a power of two bytes (its size
-class), at least ``SMALLEST``, so that every block starts on a cache line.
-A block is handed out as an array whose memory belongs to a keeper object
-(``_Block``); numpy points every view of the array back to it, so the
-keeper dies only when the last view does, and only then does the block go
-back to its class's free list, to be zeroed and handed out again. A region
-whose every block is free is dropped, its memory returned. A block comes
-back through a weakref finalizer, which may run on any thread, even inside
-:func:`zeros`: it only appends to a queue, which :func:`zeros` drains under
-its lock.
+class), from ``SMALL`` up, each starting on a cache line; arrays smaller
+than ``SMALL`` (less than a page) are numpy's own. A block is handed out
+as an array whose memory belongs to a keeper object (``_Block``); numpy
+points every view of the array back to it, so the keeper dies only when
+the last view does, and only then does the block go back to its class's
+free list, to be zeroed and handed out again. A region whose every block
+is free is dropped, its memory returned; a free block waits for its own
+class, so the arena holds at most each class's peak in use. A block comes
+back through a weakref callback, which may run on any thread, even inside
+:func:`zeros`: it only appends to a queue, which :func:`zeros` drains
+under its lock.
 
 Worked example (``REGION`` of 32 MiB): ``zeros((4096, 8), int64)`` (256 KiB)
-takes the first block of a new region, bytes 0-262,143; ``zeros(100,
-int32)`` (400 bytes) the 512-byte block after it. When the first array and
+takes the first block of a new region, bytes 0-262,143; ``zeros(1500,
+int32)`` (6,000 bytes) the 8 KiB block after it. When the first array and
 its views are gone, that 256 KiB block waits in class 262,144's free list
 and the next request of 128-256 KiB takes it, zeroed; once both blocks are
 free and a newer region is the one being cut, the region is dropped.
 """
 
 import itertools
+import math
 import os
 import threading
 import weakref
@@ -42,17 +45,19 @@ import numpy as np
 
 REGION = 1 << 25  # bytes numpy allocates at once (and advises): 16 huge pages
 LARGE = 1 << 22  # numpy advises huge pages for arrays this large itself
-SMALLEST = 64  # one cache line
+SMALL = 1 << 12  # smaller arrays are numpy's own: less than a page, and many
+LINE = 64  # every block starts on a cache line
 
 
 class _Region:
     """Memory cut into blocks: ``at`` bytes cut so far, ``live`` blocks handed out."""
 
-    __slots__ = ("at", "live", "memory")
+    __slots__ = ("address", "at", "live", "memory")
 
     def __init__(self) -> None:
         self.memory = np.zeros(REGION, dtype=np.uint8)
-        self.at = (-self.memory.ctypes.data) % SMALLEST
+        self.address = self.memory.ctypes.data
+        self.at = -self.address % LINE
         self.live = 0
 
 
@@ -64,7 +69,7 @@ class _Block:
     def __init__(self, region: _Region, offset: int, shape: tuple[int, ...], dtype: Any) -> None:
         self.region = region  # keeps the region's memory while the block is in use
         self.__array_interface__ = {
-            "data": (region.memory.ctypes.data + offset, False),
+            "data": (region.address + offset, False),
             "shape": shape,
             "typestr": dtype.str,
             "version": 3,
@@ -76,27 +81,37 @@ _lock = threading.Lock()
 os.register_at_fork(after_in_child=lambda: globals().update(_lock=threading.Lock()))
 _free: dict[int, list[tuple[_Region, int]]] = {}  # size class -> free blocks
 _returned: deque[tuple[_Region, int, int]] = deque()  # blocks whose arrays are gone
+_pending: dict["weakref.ref[_Block]", tuple[_Region, int, int]] = {}  # blocks in use
 _cutting: _Region | None = None  # the region new blocks are cut from
 
 
 def zeros(shape: int | tuple[int, ...], dtype: Any) -> np.ndarray:
     """A zeroed C-contiguous array, on huge pages where the system gives them."""
-    dims = tuple(int(n) for n in ((shape,) if isinstance(shape, int | np.integer) else shape))
+    dims = (int(shape),) if isinstance(shape, int | np.integer) else tuple(map(int, shape))
     dtype = np.dtype(dtype)
-    nbytes = int(np.prod(dims)) * dtype.itemsize
-    if nbytes >= LARGE:
+    nbytes = math.prod(dims) * dtype.itemsize
+    if not SMALL <= nbytes < LARGE:
         return np.zeros(dims, dtype=dtype)
-    size = max(SMALLEST, 1 << (nbytes - 1).bit_length())
+    size = 1 << (nbytes - 1).bit_length()
     with _lock:
         _take_back()
         region, offset, used = _take(size)
         region.live += 1
-    array = np.asarray(_Block(region, offset, dims, dtype))
+    keeper = _Block(region, offset, dims, dtype)
+    _pending[weakref.ref(keeper, _gone)] = (region, offset, size)
+    array = np.asarray(keeper)
     if used:
         array.fill(0)
-    finalizer = weakref.finalize(array.base, _returned.append, (region, offset, size))
-    finalizer.atexit = False
     return array
+
+
+def _gone(
+    ref: "weakref.ref[_Block]",
+    pending: dict["weakref.ref[_Block]", tuple[_Region, int, int]] = _pending,
+    returned: deque[tuple[_Region, int, int]] = _returned,
+) -> None:
+    """A block's keeper is gone: queue the block (bound early: at exit, globals may be)."""
+    returned.append(pending.pop(ref))
 
 
 def _take(size: int) -> tuple[_Region, int, bool]:
@@ -137,9 +152,9 @@ def _check() -> None:
         _take_back()
         spans: dict[int, list[tuple[int, int]]] = {}
         for size, blocks in _free.items():
-            assert size >= SMALLEST and size & (size - 1) == 0, size
+            assert SMALL <= size < LARGE and size & (size - 1) == 0, size
             for region, offset in blocks:
-                assert offset % SMALLEST == (-region.memory.ctypes.data) % SMALLEST
+                assert (region.address + offset) % LINE == 0
                 assert offset >= 0 and offset + size <= region.at <= REGION, (offset, size)
                 assert region.live >= 0
                 spans.setdefault(id(region), []).append((offset, offset + size))
