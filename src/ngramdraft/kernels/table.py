@@ -40,10 +40,11 @@ Layout (``docs/layout.md`` walks through an example):
   a probe. Which rules may use the marks is the rules' business
   (``rulesets/llamacpp/step.py``); the marks only say what they mean.
 
-Its arrays are the arena's (``arena.py``: huge pages, which a cold probe
-needs). A table travels between kernels as the namedtuple :data:`Table`; kernels
-called from Python take it whole (one argument), and the state kernels of
-``rulesets/llamacpp/state.py`` rebuild it from a handle (``handles.py``).
+Its arrays of a page and more are the arena's (``arena.py``): huge pages,
+which a cold probe needs. A table travels between kernels as the namedtuple
+:data:`Table`; kernels called from Python take it whole (one argument), and
+the state kernels of ``rulesets/llamacpp/state.py`` rebuild it from a handle
+(``handles.py``).
 
 Every mutation merges a sorted run of (token, count) into one part, so a
 cache merge and a bulk load share one routine (``_try_add``); the update of
