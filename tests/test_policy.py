@@ -383,6 +383,22 @@ def test_a_size_timed_dearer_than_as_many_one_token_passes_is_tried_again():
     assert dear.length_of(6) < 6
 
 
+def test_a_spell_of_slow_passes_does_not_make_a_size_look_dearer_than_its_fastest():
+    """Each size's cost was the fastest of its last nine passes. On a busy machine the
+    sizes in use were timed slow for a spell while the sizes timed at load kept their
+    quiet timings, so the policy wandered to those: the 0.5B's edits through the engine
+    went out as runs of 15- and 7-token drafts, each accepted whole, where 31 paid
+    (100-161 passes against 95; docs/policies.md)."""
+    policy = _learned({1: 0.01, 4: 0.02, 7: 0.028}, passes=3)  # timed at load, quiet
+    for _ in range(10):
+        _settle(policy, 6, 6)  # whole drafts hold
+    assert policy.length_of(6) == 6
+    for _ in range(9):
+        policy.observe_pass(7, 0.07)  # a busy spell: nine passes over 7 tokens, slow
+    assert policy._costs()[6] == pytest.approx(2.8)  # still its fastest
+    assert policy.length_of(6) == 6
+
+
 def test_the_pass_clock_times_one_pass_between_calls_and_nothing_else():
     from ngramdraft.integrations.passes import PassClock
 

@@ -164,11 +164,11 @@ class CostAwareLength:
     Without it (``CostAwareLength()``) the policy learns the costs from the
     passes the engine makes (``observe_pass``, which ngramdraft's engine
     adapters call with the time from one draft to the next, and
-    llama-cpp-python's for passes it times at load): the fastest of
-    the last :data:`PASSES_KEPT` passes of each size timed at least
-    :data:`TIMED_TO_TRUST` times, sizes timed fewer times interpolated
-    between those that were, and, past the largest, as dear as it (a hope
-    that makes the policy submit a longer draft and so learn its cost).
+    llama-cpp-python's for passes it times at load): the fastest pass
+    ever timed of each size timed at least :data:`TIMED_TO_TRUST` times,
+    sizes timed fewer times interpolated between those that were, and,
+    past the largest, as dear as it (a hope that makes the policy submit a
+    longer draft and so learn its cost).
 
     The policy keeps decayed counts, for each j, of the drafts whose token j
     is known (the tokens before it right) and of those where it was right
@@ -218,7 +218,8 @@ class CostAwareLength:
     )
     _history: int = field(default=REJECTED, init=False, repr=False)
     _origin: int = field(default=IN_STEP, init=False, repr=False)
-    _timed: dict[int, deque[float]] = field(default_factory=dict, init=False, repr=False)
+    # pass size -> (passes of that size timed, the fastest of them in seconds)
+    _timed: dict[int, tuple[int, float]] = field(default_factory=dict, init=False, repr=False)
     _cost: np.ndarray | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -305,7 +306,8 @@ class CostAwareLength:
         n_tokens, seconds = check_pass(n_tokens, seconds)
         if self.pass_cost is not None or seconds == 0:
             return
-        self._timed.setdefault(n_tokens, deque(maxlen=PASSES_KEPT)).append(seconds)
+        count, fastest = self._timed.get(n_tokens, (0, math.inf))
+        self._timed[n_tokens] = (count + 1, min(fastest, seconds))
         self._cost = None
 
     def _costs(self) -> np.ndarray:
@@ -334,7 +336,6 @@ class CostAwareLength:
 # under 2%, docs/policies.md; weighed as 2, 4 or 8 drafts instead of one, the same
 # or 2-4% less).
 PRIOR = 0.5
-PASSES_KEPT = 9  # passes of each size whose fastest is its learned cost
 # A pass over k tokens costs at most about k passes over one (a batch shares the
 # weights' reads); small batches on a CPU come close (llama.cpp: 2 tokens 2.0x,
 # 3 tokens 3.2x one, in a trained model's measured curve), hence twice that. Three
@@ -360,12 +361,15 @@ def check_pass(n_tokens: object, seconds: object) -> tuple[int, float]:
     return n_tokens, seconds
 
 
-def learned_costs(timed: dict[int, deque[float]], n: int) -> np.ndarray:
+def learned_costs(timed: dict[int, tuple[int, float]], n: int) -> np.ndarray:
     """Costs of passes over 1 .. n tokens from the passes timed, relative to the first.
 
-    A size's cost is the fastest of its passes kept: whatever else is timed
-    with a pass (a pause of the caller's, another process on the core) only
-    adds to it. Sizes timed fewer than TIMED_TO_TRUST times are interpolated
+    ``timed[k]`` is (passes over k tokens timed, the fastest of them). A
+    size's cost is its fastest pass ever: whatever else is timed with a pass
+    (a pause of the caller's, another process on the core) only adds to it,
+    and a spell of slow passes must not make the sizes in use look dearer
+    than those timed in a quiet moment (``docs/policies.md``). Sizes timed
+    fewer than TIMED_TO_TRUST times are interpolated
     between those that were; sizes past the largest cost what it did
     (optimistic, so that a longer draft is tried and its cost learned);
     with no size trusted, every size costs the same. A pass never costs less
@@ -375,17 +379,18 @@ def learned_costs(timed: dict[int, deque[float]], n: int) -> np.ndarray:
     trusted, and so is tried again, where once it was locked out for good
     (never submitted, never timed again).
     """
-    one = min(timed[1]) if len(timed.get(1, ())) >= TIMED_TO_TRUST else np.inf
+    ones, fastest_one = timed.get(1, (0, np.inf))
+    one = fastest_one if ones >= TIMED_TO_TRUST else np.inf
     sizes = np.array(
         sorted(
             k
-            for k, t in timed.items()
-            if len(t) >= TIMED_TO_TRUST and min(t) <= IMPLAUSIBLE * k * one
+            for k, (count, fastest) in timed.items()
+            if count >= TIMED_TO_TRUST and fastest <= IMPLAUSIBLE * k * one
         ),
         dtype=np.float64,
     )
     if not len(sizes):
         return np.ones(n)
-    fastest = np.array([min(timed[int(k)]) for k in sizes])
-    cost = np.minimum.accumulate(np.interp(np.arange(1, n + 1), sizes, fastest)[::-1])[::-1]
+    at = np.array([timed[int(k)][1] for k in sizes])
+    cost = np.minimum.accumulate(np.interp(np.arange(1, n + 1), sizes, at)[::-1])[::-1]
     return cost / cost[0]

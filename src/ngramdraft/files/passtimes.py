@@ -12,9 +12,9 @@ what the adapter knows a pass's cost depends on (the model file's real
 path, size and modification time, the threads, the batch sizes, the
 context, the CPU, llama.cpp's version, the sizes timed and how). A load
 with the same key reads them instead of timing; the requests' own passes
-go on refining the costs as they always did (the fastest of the last few
-of each size counts), so a timing taken on a busy moment is outrun by the
-first quieter passes. Deleting the folder times them again.
+go on refining the costs (each size's fastest pass ever counts), so a
+timing taken on a busy moment is outrun by the first quieter passes.
+Deleting the folder times them again.
 
 The file is a JSON object ``{"sizes": {"1": [s, s, s], "2": [...], ...}}``
 (seconds), written atomically. It is read bounded: at most ``MAX_BYTES``,
