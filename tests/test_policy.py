@@ -1,5 +1,8 @@
 """Opt-in policies: adaptive draft length and auto-off (the default stays llama.cpp's rules)."""
 
+import itertools
+from dataclasses import dataclass, field
+
 import numpy as np
 import pytest
 
@@ -440,3 +443,99 @@ def test_the_passes_timed_at_load_leave_no_size_of_a_staircase_looking_dearer_th
             policy.observe_pass(k, 0.02 * STAIRCASE[k - 1])
     learned = policy._costs()
     assert np.all(learned <= 1.05 * np.minimum.accumulate(np.array(STAIRCASE)[::-1])[::-1])
+
+
+def _lines(names, verb):
+    """Lines ``50 verb name 52`` (as `from .types import X`), one per name."""
+    return [t for name in names for t in (50, verb, name, 52)]
+
+
+def _write(drafter, text):
+    """The model writes ``text`` greedily: each draft checked against it, as an engine does.
+    Returns the drafts submitted, each after the token it follows."""
+    submitted, pos = [], 0
+    while pos < len(text):
+        before = int(drafter.tokens[-1])
+        draft = drafter.draft().tolist()
+        n = 0
+        while n < len(draft) and pos + n < len(text) and draft[n] == text[pos + n]:
+            n += 1
+        submitted.append([before, *draft])
+        drafter.accept(text[pos : pos + n + 1])
+        pos += n + 1
+    return submitted
+
+
+def _offers(draft, pair):
+    return pair in itertools.pairwise(draft)
+
+
+@dataclass
+class _Told(CostAwareLength):
+    """CostAwareLength, recording where it was told each draft offers a refused token."""
+
+    told: list = field(default_factory=list)
+
+    def refused_at(self, index):
+        self.told.append(index)
+        super().refused_at(index)
+
+
+def test_a_policy_is_told_where_a_draft_offers_a_token_the_model_refused_twice_there():
+    """A small model restated `from .types import X` as `from .types.X` line after line:
+    each copy of the source went out past the place the model leaves it, a pass over the
+    whole draft for the few tokens before it (real edits, docs/policies.md)."""
+    drafter = Drafter(n_draft=8, policy=_Told([1.0] * 9))  # passes alike: drafts go whole
+    names = list(range(100, 130))
+    drafter.start([7, 8, 9, *_lines(names, 51), 7, 8, 9])
+    refusals = told = 0
+    for line in _lines(names, 60):  # the model writes 60 where the source has 51
+        draft = [int(drafter.tokens[-1]), *drafter.draft().tolist()]
+        new = drafter.policy.told[told:]
+        told += len(new)
+        at = [i for i, pair in enumerate(itertools.pairwise(draft)) if pair == (50, 51)]
+        assert new == (at[:1] if refusals >= 2 else [])
+        drafter.accept([line])
+        refusals += line == 60  # where the drafts offered 51
+    assert told > 20
+
+    # The model takes the token there again: the refusal is forgotten.
+    for line in _lines(names[:2], 51):
+        drafter.draft()
+        drafter.accept([line])
+    drafter.draft()
+    assert (50 << 32 | 51) not in drafter._refused
+
+
+def test_a_refused_token_cuts_a_draft_where_passes_cost_more_and_not_where_they_do_not():
+    for costs, cut in (([1.0 + 0.25 * k for k in range(9)], 3), ([1.0] * 9, 8)):
+        policy = CostAwareLength(costs)
+        policy.start(8)
+        for _ in range(40):
+            _settle(policy, 8, 8, WHOLE)  # copies that hold
+        policy.observe(8, 8)
+        assert policy.length_of(8) == 8
+        policy.refused_at(3)
+        assert policy.length_of(8) == cut
+        assert policy.length_of(8) == 8  # told for one draft alone
+
+
+def test_refusals_are_the_sequences_own_and_bounded():
+    drafter = Drafter(n_draft=8, policy=CostAwareLength([1.0] * 9))
+    names = list(range(100, 130))
+    drafter.start(_lines(names, 51))
+    _write(drafter, _lines(names, 60))
+    assert drafter._refused
+    drafter.finish()
+    drafter.start(_lines(names, 51))  # a new sequence: what the last one refused is not known
+    assert not drafter._refused
+    _write(drafter, _lines(names, 60))
+    drafter.rewind(4)  # the engine rolls back: so do the refusals, as the drafts
+    assert not drafter._refused
+    for pair in range(2000):
+        drafter._refuse(pair, 0)
+    assert len(drafter._refused) == 1024 and 1999 in drafter._refused and 0 not in drafter._refused
+    plain = Drafter(n_draft=8)  # no policy: llama.cpp's drafts, nothing kept
+    plain.start(_lines(names, 51))
+    _write(plain, _lines(names, 60))
+    assert not plain._refused

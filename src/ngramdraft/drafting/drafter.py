@@ -15,7 +15,15 @@ import numpy as np
 
 from ..errors import InvalidParameterError, NgramdraftError
 from ..validation import as_tokens
-from .policy import IN_STEP, HearsOrigin, Learns, Policy, TimesPasses, check_pass
+from .policy import (
+    IN_STEP,
+    HearsOrigin,
+    HearsRefusals,
+    Learns,
+    Policy,
+    TimesPasses,
+    check_pass,
+)
 from .rulesets import rule_set
 
 if TYPE_CHECKING:
@@ -23,6 +31,16 @@ if TYPE_CHECKING:
 
 MAX_DRAFT = 4096  # the longest draft any rule set makes
 MAX_SHADOWS = 64  # whole drafts a learning policy may wait on (each settles within n_draft tokens)
+# A drafted token the model has refused at this many places after the same token (since
+# it last took it there) is told to a policy that hears refusals (HearsRefusals), which
+# prices it as unlikely: CostAwareLength cuts the draft before it where passes cost
+# more for more tokens. Where a model rewrites a construct the same way each time it
+# meets it (a small model's own habit on real edits: `from .types import X` restated
+# as `from .types.X`, line after line), each copy of the source would otherwise go out
+# past the place the model leaves it. Once: the quotes lost 1-3% where a single
+# refusal was a chance one (replays of trained models' answers, docs/policies.md).
+REFUSED_TIMES = 2
+MAX_REFUSED = 1024  # refusals a sequence remembers (the oldest go first)
 REPLY_ROOM = 256  # tokens a new sequence has room for past its prompt before its buffers grow
 
 _NONE = np.zeros(0, dtype=np.int32)
@@ -107,8 +125,13 @@ class Drafter:
         self._shadows: list[tuple[int, np.ndarray, int]] | None = (
             [] if isinstance(self._policy, Learns) else None
         )
+        # (token, the drafted token the model refused after it), as one int64 (:func:`_pairs`)
+        # -> (places it was refused since it last held there, the last such place); kept
+        # for a learning policy. Several drafts may offer it at one place: counted once.
+        self._refused: dict[int, tuple[int, int]] = {}
         # Asked once: a protocol's isinstance costs microseconds, as much as a draft.
         self._hears_origin = isinstance(self._policy, HearsOrigin)
+        self._hears_refusals = isinstance(self._policy, HearsRefusals)
 
     def __getstate__(self) -> None:
         raise uncopyable(self)
@@ -207,14 +230,27 @@ class Drafter:
             if len(self._shadows) >= MAX_SHADOWS:  # drafts again and again, accepting nothing
                 del self._shadows[0]
             self._shadows.append((self._n, full, cast(Learns, policy).condition))
+        if self._hears_refusals and self._refused and len(full):
+            self._tell_refusal(cast(HearsRefusals, policy), full)
         self._last = full[: policy.length_of(len(full))]
         return self._last.copy()
 
+    def _tell_refusal(self, policy: HearsRefusals, full: np.ndarray) -> None:
+        """Tell the policy the first of the draft's tokens the model refused there
+        REFUSED_TIMES times, if any."""
+        pairs = _pairs(np.concatenate((self._held[self._n - 1 : self._n], full[:-1])), full)
+        refused = self._refused
+        for i, pair in enumerate(pairs.tolist()):
+            if refused.get(pair, (0, -1))[0] >= REFUSED_TIMES:
+                policy.refused_at(i)
+                return
+
     def _forget_drafts(self) -> None:
-        """Drop the drafts the policy waits to hear about."""
+        """Drop the drafts the policy waits to hear about, and the refusals they showed."""
         self._last = _NONE
         if self._shadows is not None:
             self._shadows = []
+            self._refused = {}
 
     def _append_observed(self, policy: Policy, new: np.ndarray) -> None:
         """_append, telling the policy what became of its drafts."""
@@ -243,12 +279,17 @@ class Drafter:
         comes here, so a waiting draft was told up to ``before``). Returns the
         drafts still waiting.
         """
-        n, waiting = self._n, []
+        n, waiting, held = self._n, [], self._held
         for n0, full, condition in shadows:
             told, known = before - n0, min(n - n0, len(full))
-            wrong = np.flatnonzero(full[told:known] != self._held[n0 + told : n0 + known])
+            wrong = np.flatnonzero(full[told:known] != held[n0 + told : n0 + known])
+            right = told + int(wrong[0]) if len(wrong) else known
+            if self._refused and right > told:  # refusals that held here are forgotten
+                for pair in _pairs(held[n0 + told - 1 : n0 + right - 1], full[told:right]).tolist():
+                    self._refused.pop(pair, None)
             if len(wrong):
-                policy.learn(len(full), told, told + int(wrong[0]), True, condition)
+                self._refuse(int(_pairs(held[n0 + right - 1], full[right])), n0 + right)
+                policy.learn(len(full), told, right, True, condition)
                 continue
             if known > told:
                 policy.learn(len(full), told, known, False, condition)
@@ -256,9 +297,22 @@ class Drafter:
                 waiting.append((n0, full, condition))
         return waiting
 
+    def _refuse(self, pair: int, place: int) -> None:
+        """The model refused a drafted token after a token (:func:`_pairs`) at ``place``."""
+        refused = self._refused
+        times, last = refused.pop(pair, (0, -1))  # put back newest: the oldest go first
+        refused[pair] = (times + (place != last), place)
+        if len(refused) > MAX_REFUSED:
+            del refused[next(iter(refused))]
+
     def _require_started(self) -> None:
         if not self._started:
             raise NgramdraftError("call start(prompt_tokens) before drafting or accepting")
+
+
+def _pairs(before: "ArrayLike", tokens: "ArrayLike") -> np.ndarray:
+    """Each token with the one before it, as one int64 (token ids are int32 >= 0)."""
+    return (np.asarray(before, dtype=np.int64) << 32) | np.asarray(tokens, dtype=np.int64)
 
 
 def practice_tokens() -> np.ndarray:

@@ -86,6 +86,15 @@ class HearsOrigin(Protocol):
 
 
 @runtime_checkable
+class HearsRefusals(Protocol):
+    """A policy told, before a draft is cut, where it first offers a token the model has
+    refused at that place before (the drafter's ``REFUSED_TIMES``): ``index``, 0-based
+    (not told where the draft offers none)."""
+
+    def refused_at(self, index: int) -> None: ...
+
+
+@runtime_checkable
 class TimesPasses(Protocol):
     """A policy that learns what the engine's forward passes cost, as they happen."""
 
@@ -186,6 +195,12 @@ class CostAwareLength:
     nothing where they do not and the drafts fail. ``decay`` (0 < decay <=
     1) forgets old drafts, so the policy follows the text as it changes.
 
+    Told that a draft offers a token the model has refused at that place
+    before (``refused_at``: twice since it last took it there, the
+    drafter's ``REFUSED_TIMES``), it prices that token at REFUSED_CHANCE at
+    most, for that draft alone: where a longer pass costs more the draft is
+    cut before it.
+
     Why the condition, and not the draft's length: a copy the model makes
     goes on (a draft accepted whole is followed by one that mostly is), and
     one it left stays left; a draft's length, which the counts were once
@@ -218,6 +233,7 @@ class CostAwareLength:
     )
     _history: int = field(default=REJECTED, init=False, repr=False)
     _origin: int = field(default=IN_STEP, init=False, repr=False)
+    _refused_at: int = field(default=-1, init=False, repr=False)  # -1: none
     # pass size -> (passes of that size timed, the fastest of them in seconds)
     _timed: dict[int, tuple[int, float]] = field(default_factory=dict, init=False, repr=False)
     _cost: np.ndarray | None = field(default=None, init=False, repr=False)
@@ -264,6 +280,9 @@ class CostAwareLength:
         if self._history == WHOLE:
             prior = (self._right[c].sum() + PRIOR) / (self._known[c].sum() + 1.0)
         given = (self._right[c, j] + prior) / (self._known[c, j] + 1.0)
+        refused, self._refused_at = self._refused_at, -1
+        if 0 <= refused < full:
+            given[refused] = min(given[refused], REFUSED_CHANCE)
         tokens = 1.0 + np.concatenate(([0.0], np.cumsum(np.cumprod(given))))
         return int(np.argmax(tokens / self._costs()[: full + 1]))
 
@@ -275,6 +294,11 @@ class CostAwareLength:
     def drafting_from(self, origin: int) -> None:
         """Where the rules drew the next draft from: IN_STEP, JUMPED or MISSED."""
         self._origin = check_int(origin, "origin (IN_STEP, JUMPED or MISSED)", IN_STEP, MISSED)
+
+    def refused_at(self, index: int) -> None:
+        """The next draft's token ``index`` (0-based) is one the model has refused there:
+        it is priced at REFUSED_CHANCE of being right, at most, for that draft alone."""
+        self._refused_at = check_int(index, "index", 0)
 
     @property
     def condition(self) -> int:
@@ -336,6 +360,11 @@ class CostAwareLength:
 # under 2%, docs/policies.md; weighed as 2, 4 or 8 drafts instead of one, the same
 # or 2-4% less).
 PRIOR = 0.5
+# A token the model has refused where a draft offers it, twice since it last took it
+# there (Drafter's REFUSED_TIMES), is this likely right at most: on a CPU, where a
+# longer pass costs more, the draft is cut before it; where passes cost alike (a
+# GPU) it still goes out whole, as the tokens after it cost nothing.
+REFUSED_CHANCE = 0.1
 # A pass over k tokens costs at most about k passes over one (a batch shares the
 # weights' reads); small batches on a CPU come close (llama.cpp: 2 tokens 2.0x,
 # 3 tokens 3.2x one, in a trained model's measured curve), hence twice that. Three
