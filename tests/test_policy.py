@@ -451,23 +451,15 @@ def _lines(names, verb):
 
 
 def _write(drafter, text):
-    """The model writes ``text`` greedily: each draft checked against it, as an engine does.
-    Returns the drafts submitted, each after the token it follows."""
-    submitted, pos = [], 0
+    """The model writes ``text`` greedily: each draft checked against it, as an engine does."""
+    pos = 0
     while pos < len(text):
-        before = int(drafter.tokens[-1])
         draft = drafter.draft().tolist()
         n = 0
         while n < len(draft) and pos + n < len(text) and draft[n] == text[pos + n]:
             n += 1
-        submitted.append([before, *draft])
         drafter.accept(text[pos : pos + n + 1])
         pos += n + 1
-    return submitted
-
-
-def _offers(draft, pair):
-    return pair in itertools.pairwise(draft)
 
 
 @dataclass

@@ -127,7 +127,7 @@ class Drafter:
         )
         # (token, the drafted token the model refused after it), as one int64 (:func:`_pairs`)
         # -> (places it was refused since it last held there, the last such place); kept
-        # for a learning policy. Several drafts may offer it at one place: counted once.
+        # for a policy that hears refusals. Several drafts offering it at one place: once.
         self._refused: dict[int, tuple[int, int]] = {}
         # Asked once: a protocol's isinstance costs microseconds, as much as a draft.
         self._hears_origin = isinstance(self._policy, HearsOrigin)
@@ -279,7 +279,7 @@ class Drafter:
         comes here, so a waiting draft was told up to ``before``). Returns the
         drafts still waiting.
         """
-        n, waiting, held = self._n, [], self._held
+        n, waiting, held, refusals = self._n, [], self._held, self._hears_refusals
         for n0, full, condition in shadows:
             told, known = before - n0, min(n - n0, len(full))
             wrong = np.flatnonzero(full[told:known] != held[n0 + told : n0 + known])
@@ -288,7 +288,8 @@ class Drafter:
                 for pair in _pairs(held[n0 + told - 1 : n0 + right - 1], full[told:right]).tolist():
                     self._refused.pop(pair, None)
             if len(wrong):
-                self._refuse(int(_pairs(held[n0 + right - 1], full[right])), n0 + right)
+                if refusals:
+                    self._refuse(int(_pairs(held[n0 + right - 1], full[right])), n0 + right)
                 policy.learn(len(full), told, right, True, condition)
                 continue
             if known > told:
