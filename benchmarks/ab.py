@@ -1,7 +1,7 @@
 """Two checkouts side by side: replay, Drafter, BatchDrafter, a model's load, in fresh processes.
 
     python benchmarks/ab.py --before ../base/src --after src [--rounds 5] [--smoke]
-        [--probes replay,drafter,batch,batch-few,vllm-few,suffix-corpus,suffix-long,
+        [--probes replay,drafter,batch,batch-few,vllm-few,finish,load,suffix-corpus,suffix-long,
                   suffix-batch,suffix-sync,suffix-replay,suffix-start,suffix-rebase,suffix-evict,suffix-edit,
                   llama-load,decode-apply-edit,decode-quotes,decode-session,
                   decode-open,decode-records]
@@ -23,6 +23,14 @@ checkouts must have:
 * ``vllm-few``: ngramdraft's vLLM proposer driven as ``serving.py --vllm``
   drives it (vLLM's token table, 8 requests, rows reused as they end): us per
   sequence-step of ``propose()``; run ab.py with vLLM's environment's python;
+* ``finish``: one Drafter's finish() of a 640-token sequence (its start
+  untimed) into a dynamic cache that already holds the stream's first 160k
+  tokens as such sequences (a server's long-lived cache, larger than the
+  CPU's caches), over the stream's last 40k tokens: us per finish, the
+  median (a finish that grows the table costs more, once in a while);
+* ``load``: ``NgramCache.load`` of a dynamic file holding the stream's
+  n-grams (sizes 1-4): ms, the median of five loads, the file in the page
+  cache;
 * ``suffix-corpus``: as ``drafter``, with ``rules="suffix"`` and the 541 MB
   corpus's suffix file (its warm-up over before the clock starts);
 * ``suffix-long``: as ``suffix-corpus``, the drafter started with a
@@ -83,6 +91,8 @@ PROBES = {
     "vllm-few": "static",
     "suffix-corpus": "suffix",
     "suffix-long": "suffix",
+    "finish": None,
+    "load": None,
     "suffix-batch": None,
     "suffix-sync": None,
     "suffix-replay": None,
@@ -115,6 +125,10 @@ def probe(name, corpus_path, tokens_path, quick):
         steps = 300 if quick else 6000
         return servers.run_vllm("ngramdraft-vllm", FEW, steps, quick)["us_per_seq_step"]
     stream = np.load(tokens_path)
+    if name == "finish":
+        return _finish_per_sequence(stream, quick)
+    if name == "load":
+        return _load_ms(stream)
     if name == "suffix-replay":
         n = 20_000 if quick else len(stream)
         result = replay(stream[:n], 4096, 8, rules="suffix")
@@ -233,6 +247,42 @@ def _per_call(drafter, stream, quick):
     return 1e6 * timed / done
 
 
+def _finish_per_sequence(stream, quick, length=640):
+    """us per finish() of a ``length``-token sequence into a dynamic cache holding the
+    stream's first four fifths as such sequences; the median over the last fifth's."""
+    from ngramdraft import Drafter, NgramCache
+
+    drafter = Drafter(dynamic=NgramCache())
+    held = len(stream) * 4 // 5
+    times = []
+    for at in range(0, len(stream) - length, length):
+        drafter.start(stream[at : at + length])
+        t0 = time.perf_counter()
+        drafter.finish()
+        if at >= held:
+            times.append(time.perf_counter() - t0)
+    return 1e6 * statistics.median(times)
+
+
+def _load_ms(stream):
+    """ms per NgramCache.load of a dynamic file of the stream's n-grams, the median of five."""
+    import tempfile
+
+    from ngramdraft import NgramCache
+
+    cache = NgramCache()
+    cache.update(stream)
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "dynamic.ngd"
+        cache.save(path)
+        times = []
+        for _ in range(6):  # the first reads the file into the page cache
+            t0 = time.perf_counter()
+            NgramCache.load(path)
+            times.append(time.perf_counter() - t0)
+    return 1e3 * statistics.median(times[1:])
+
+
 def _start_finish(stream, quick):
     """us per prompt token of start(a long prompt) + finish(), the first pair untimed."""
     from ngramdraft import Drafter
@@ -308,6 +358,8 @@ UNITS = {
     "vllm-few": f"us per sequence-step of propose() ({FEW} requests)",
     "suffix-corpus": "us per draft()+accept()",
     "suffix-long": "us per draft()+accept(), 64k context",
+    "finish": "us per finish() of 640 tokens",
+    "load": "ms per NgramCache.load of the stream's n-grams",
     "suffix-batch": f"us per sequence-step ({BATCH} sequences)",
     "suffix-sync": f"us per sequence-step ({BATCH} sequences)",
     "suffix-replay": "us per replayed token",

@@ -258,6 +258,15 @@ def test_ab_times_the_suffix_rules(tmp_path):
         assert ab.probe(f"suffix-{name}", "-", stream, quick=True) > 0
 
 
+def test_ab_times_a_finish_and_a_load_of_a_dynamic_cache(tmp_path):
+    import ab
+
+    stream = tmp_path / "stream.npy"
+    np.save(stream, np.random.default_rng(0).integers(0, 50, 3 * 4096).astype(np.int32))
+    for name in ("finish", "load"):
+        assert ab.probe(name, "-", stream, quick=True) > 0
+
+
 @pytest.mark.engine
 def test_quality_finds_a_file_no_different_from_itself_and_scores_the_next_token(smollm):
     """The same file twice: no divergence, the same top token everywhere. A perplexity in

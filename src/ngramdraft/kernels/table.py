@@ -567,6 +567,50 @@ def _delete_row(slots, tags, s):
         slots[hole, col] = 0
 
 
+# How far ahead of its adds a merge requests what they read, in source n-grams.
+# Each add starts at a random row of a table larger than the CPU's caches and
+# waits for it: requested ROWS_AHEAD adds early, the row (its tag and slots)
+# arrives while the adds in between run. PARTS_AHEAD adds early the row is
+# there to say where the n-gram's followers are, and they are requested in
+# turn. A merge into a long-lived dynamic cache (`ab.py`'s ``finish`` probe)
+# takes 0.7-0.8 of the time it took without.
+ROWS_AHEAD = 16
+PARTS_AHEAD = 8
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _next_filled(tags, s):
+    """The first row from s on that holds an n-gram, or tags.shape[0]."""
+    while s < tags.shape[0] and tags[s] == 0:
+        s += 1
+    return s
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _request_row(t, src, s):
+    """Request the row of t that adding src's row s first reads; the next row after s."""
+    if s == src.tags.shape[0]:
+        return s
+    prefetch_slot(t.slots, t.tags, ngram_hash(unpack_key(src.slots, s)))
+    return _next_filled(src.tags, s + 1)
+
+
+@njit(cache=True, _nrt=False, inline="always")
+def _request_part(t, src, s):
+    """Request the followers and the mark that adding src's row s reads, where t holds its
+    n-gram (its row, requested earlier, says where); the next row after s."""
+    if s == src.tags.shape[0]:
+        return s
+    key = unpack_key(src.slots, s)
+    h = ngram_hash(key)
+    row = _probe(t.slots, t.tags, _pack(key[0], key[1]), _pack(key[2], key[3]), h)
+    if t.tags[row]:
+        prefetch(t.tok, t.slots[row, START])
+        prefetch(t.cnt, t.slots[row, START])
+    prefetch(t.marks, _home(t.tags, h) >> 6)
+    return _next_filled(src.tags, s + 1)
+
+
 @njit(cache=True, _nrt=False)
 def _merge_kernel(t, src, resume):
     """Add the parts of src's rows resume.. into t, without growing it.
@@ -574,13 +618,19 @@ def _merge_kernel(t, src, resume):
     Returns -1 when every part was added, else ``row << 2 | status`` for the
     first source row whose part did not fit (see update_from).
     """
-    for s in range(resume, src.slots.shape[0]):
-        if src.tags[s] == 0:
-            continue
+    s = rows_at = parts_at = _next_filled(src.tags, resume)
+    for _ in range(ROWS_AHEAD):
+        rows_at = _request_row(t, src, rows_at)
+    for _ in range(PARTS_AHEAD):
+        parts_at = _request_part(t, src, parts_at)
+    while s < src.tags.shape[0]:
+        rows_at = _request_row(t, src, rows_at)
+        parts_at = _request_part(t, src, parts_at)
         a, m = src.slots[s, START], src.slots[s, LENGTH]
         status = _try_add(t, unpack_key(src.slots, s), src.tok, src.cnt, a, m)
         if status != OK:
             return (s << 2) | status
+        s = _next_filled(src.tags, s + 1)
     return -1
 
 
@@ -593,17 +643,27 @@ def merge(t: Table, src: Table) -> Table:
     return _growing(t, _merge_kernel, (src,), lambda row: src.slots[row, LENGTH])
 
 
+@njit(cache=True, _nrt=False, inline="always")
+def _key_of(keys, i):
+    """Row i of keys[K, 2..4] as a 4-slot key, padded with -1."""
+    width = keys.shape[1]
+    k2 = keys[i, 2] if width > 2 else np.int32(-1)
+    k3 = keys[i, 3] if width > 3 else np.int32(-1)
+    return keys[i, 0], keys[i, 1], k2, k3
+
+
 @njit(cache=True, _nrt=False)
 def _load_kernel(t, keys, offsets, tokens, counts, resume):
     """Add keys[resume:] (keys[i] owns tokens/counts[offsets[i]:offsets[i+1]]), without growing.
 
     Returns -1 or ``i << 2 | status`` (see update_from).
     """
-    width = keys.shape[1]
+    for i in range(resume, min(resume + ROWS_AHEAD, keys.shape[0])):
+        prefetch_slot(t.slots, t.tags, ngram_hash(_key_of(keys, i)))
     for i in range(resume, keys.shape[0]):
-        k2 = keys[i, 2] if width > 2 else np.int32(-1)
-        k3 = keys[i, 3] if width > 3 else np.int32(-1)
-        key = (keys[i, 0], keys[i, 1], k2, k3)
+        if i + ROWS_AHEAD < keys.shape[0]:  # as a merge does: the row is read later
+            prefetch_slot(t.slots, t.tags, ngram_hash(_key_of(keys, i + ROWS_AHEAD)))
+        key = _key_of(keys, i)
         a, m = offsets[i], offsets[i + 1] - offsets[i]
         status = _try_add(t, key, tokens, counts, a, m)
         if status != OK:
