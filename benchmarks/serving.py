@@ -258,6 +258,7 @@ def main():
         peak_rss_mb="median",
         draft_us="median",
         accept_us="median",
+        us_per_finish="median",
     )
     vllm = _summary(
         runs, vllm_sizes if args.vllm else (), VLLM_KINDS, accepted_per_seq_step="median"
@@ -288,9 +289,17 @@ def _summary(runs, sizes, kinds, **fields):
             us = [r["us_per_seq_step"] for r in mine]
             row[kind] = {"us_per_seq_step": float(np.median(us)), "range": [min(us), max(us)]}
             for name, how in fields.items():
-                values = [r[name] for r in mine]
-                row[kind][name] = values[0] if how == "first" else float(np.median(values))
+                values = [r[name] for r in mine if r[name] is not None]
+                if how == "first" or not values:
+                    row[kind][name] = values[0] if values else None
+                else:
+                    row[kind][name] = float(np.median(values))
     return table
+
+
+def _us(value):
+    """A median finish's microseconds, or a dash where no sequence finished (a short run)."""
+    return "-" if value is None else f"{value:.0f}"
 
 
 def markdown(result):
@@ -298,8 +307,9 @@ def markdown(result):
         f"# Serving: static cache of the {result['static']}, {result['rounds']} round(s)",
         "",
         "| sequences | BatchDrafter us/seq-step (range) | draft + accept | threads "
-        "| one Drafter each us/seq-step (range) | ratio | peak RSS MB (batch) |",
-        "|---:|---:|---:|---:|---:|---:|---:|",
+        "| one Drafter each us/seq-step (range) | ratio | finish us (batch) "
+        "| peak RSS MB (batch) |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for size, row in result["sizes"].items():
         b, s = row["batch"], row["single"]
@@ -308,7 +318,7 @@ def markdown(result):
             f"| {b['draft_us']:.3f} + {b['accept_us']:.3f} | {b['threads']} "
             f"| {s['us_per_seq_step']:.3f} ({s['range'][0]:.3f}-{s['range'][1]:.3f}) "
             f"| {s['us_per_seq_step'] / b['us_per_seq_step']:.1f}x "
-            f"| {b['peak_rss_mb']:.0f} |"
+            f"| {_us(b.get('us_per_finish'))} | {b['peak_rss_mb']:.0f} |"
         )
     if result.get("vllm_proposers"):
         lines += [
