@@ -73,6 +73,7 @@ first process compiles). Results: medians and ranges over rounds,
 
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -126,7 +127,7 @@ def probe(name, corpus_path, tokens_path, quick):
         return servers.run_vllm("ngramdraft-vllm", FEW, steps, quick)["us_per_seq_step"]
     stream = np.load(tokens_path)
     if name == "finish":
-        return _finish_per_sequence(stream, quick)
+        return _finish_per_sequence(stream)
     if name == "load":
         return _load_ms(stream)
     if name == "suffix-replay":
@@ -247,7 +248,7 @@ def _per_call(drafter, stream, quick):
     return 1e6 * timed / done
 
 
-def _finish_per_sequence(stream, quick, length=640):
+def _finish_per_sequence(stream, length=640):
     """us per finish() of a ``length``-token sequence into a dynamic cache holding the
     stream's first four fifths as such sequences; the median over the last fifth's."""
     from ngramdraft import Drafter, NgramCache
@@ -266,8 +267,6 @@ def _finish_per_sequence(stream, quick, length=640):
 
 def _load_ms(stream):
     """ms per NgramCache.load of a dynamic file of the stream's n-grams, the median of five."""
-    import tempfile
-
     from ngramdraft import NgramCache
 
     cache = NgramCache()

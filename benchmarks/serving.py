@@ -289,17 +289,14 @@ def _summary(runs, sizes, kinds, **fields):
             us = [r["us_per_seq_step"] for r in mine]
             row[kind] = {"us_per_seq_step": float(np.median(us)), "range": [min(us), max(us)]}
             for name, how in fields.items():
-                values = [r[name] for r in mine if r[name] is not None]
-                if how == "first" or not values:
-                    row[kind][name] = values[0] if values else None
+                values = [r[name] for r in mine if r[name] is not None]  # None: none finished
+                if not values:
+                    row[kind][name] = None
+                elif how == "first":
+                    row[kind][name] = values[0]
                 else:
                     row[kind][name] = float(np.median(values))
     return table
-
-
-def _us(value):
-    """A median finish's microseconds, or a dash where no sequence finished (a short run)."""
-    return "-" if value is None else f"{value:.0f}"
 
 
 def markdown(result):
@@ -313,12 +310,13 @@ def markdown(result):
     ]
     for size, row in result["sizes"].items():
         b, s = row["batch"], row["single"]
+        finish = "-" if b["us_per_finish"] is None else f"{b['us_per_finish']:.0f}"
         lines.append(
             f"| {size} | {b['us_per_seq_step']:.3f} ({b['range'][0]:.3f}-{b['range'][1]:.3f}) "
             f"| {b['draft_us']:.3f} + {b['accept_us']:.3f} | {b['threads']} "
             f"| {s['us_per_seq_step']:.3f} ({s['range'][0]:.3f}-{s['range'][1]:.3f}) "
             f"| {s['us_per_seq_step'] / b['us_per_seq_step']:.1f}x "
-            f"| {_us(b.get('us_per_finish'))} | {b['peak_rss_mb']:.0f} |"
+            f"| {finish} | {b['peak_rss_mb']:.0f} |"
         )
     if result.get("vllm_proposers"):
         lines += [
