@@ -1,6 +1,7 @@
 """Serving: drafting cost per sequence-step with many concurrent sequences.
 
-    python benchmarks/serving.py [--sizes 1,8,64,256] [--vllm] [--rounds 3] [--smoke] [--json]
+    python benchmarks/serving.py [--sizes 1,8,64,256] [--static full|parity]
+        [--seq-steps 200000] [--no-budget] [--vllm] [--rounds 3] [--smoke] [--json]
 
 A server's loop, simulated on real text: B sequences run at once (B = 1, 8,
 64, 256), each a stretch of the held-out Gutenberg stream; a third of them
@@ -13,12 +14,14 @@ the drafter's calls are timed: ``BatchDrafter.draft`` + ``accept`` for the
 whole batch (each also reported apart), against one ``Drafter`` per
 sequence called in a Python loop; ``finish`` (a merge into the dynamic
 cache) is timed apart, per sequence.
-The static cache is the 541 MB corpus's (``--smoke``: the 25 MB parity one).
+The static cache is the 541 MB corpus's (``--static parity``: the 25 MB
+parity corpus's, whose tables fit far better in a CPU's caches; ``--smoke``:
+the first MB's). Each (B, drafter) runs about ``--seq-steps`` sequence-steps.
 
 Also measured: one Drafter's draft() + accept() of one token, the call
 pair of a plain decoding loop, and a long-lived dynamic cache's size over
 10 million tokens with a budget of a million n-grams, against no budget over
-one million. Every (B, drafter) runs in a fresh process,
+one million (skipped with ``--no-budget``). Every (B, drafter) runs in a fresh process,
 interleaved over rounds; figures are medians with ranges. Results:
 ``benchmarks/results/serving/STAMP.{md,json}``.
 """
@@ -34,16 +37,16 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import corpora, harness
-from common.servers import GENERATE, Texts, accepted, run_vllm, static_path
+from common.servers import GENERATE, STATICS, Texts, accepted, run_vllm, static_path
 
 SIZES = (1, 8, 64, 256)
 KINDS = ("batch", "single")
 
 
-def run(kind, size, steps, quick):
+def run(kind, size, steps, quick, which):
     from ngramdraft import BatchDrafter, Drafter, NgramCache, StaticCache
 
-    static = StaticCache.open(static_path(quick))
+    static = StaticCache.open(static_path(quick, which))
     static.prefault().done.wait()  # mapped and checked before the clock
     texts = Texts(corpora.test_stream(200_000))
     shared = NgramCache()
@@ -127,11 +130,16 @@ def run(kind, size, steps, quick):
     }
 
 
+STATIC_NAMES = {
+    "full": "541 MB Gutenberg corpus",
+    "parity": "25 MB parity corpus",
+    "smoke": "1 MB of the corpus (smoke)",
+}
 VLLM_SIZES = (8, 64, 256)
 VLLM_KINDS = ("ngramdraft-vllm", "vllm-builtin")
 
 
-def one_token_loop(quick, steps=100_000, n_ctx=4096):
+def one_token_loop(quick, which, steps=100_000, n_ctx=4096):
     """us per draft() + accept() of one token: a decoding loop with one Drafter.
 
     Sequences of n_ctx tokens (lookup-stats' chunks) follow one another, each
@@ -139,7 +147,7 @@ def one_token_loop(quick, steps=100_000, n_ctx=4096):
     """
     from ngramdraft import Drafter, StaticCache
 
-    static = StaticCache.open(static_path(quick))
+    static = StaticCache.open(static_path(quick, which))
     static.prefault().done.wait()  # mapped and checked before the clock
     stream = corpora.test_stream(steps + 2 * n_ctx).tolist()
     drafter = Drafter(static=static)
@@ -200,12 +208,13 @@ def child(spec):
 def work(spec):
     corpora.SMOKE = spec.get("quick", False)
     if spec["kind"] in VLLM_KINDS:
-        return run_vllm(spec["kind"], spec["size"], spec["steps"], spec["quick"])
+        return run_vllm(spec["kind"], spec["size"], spec["steps"], spec["quick"], spec["static"])
     if spec["kind"] == "one-token":
-        return one_token_loop(spec["quick"], **({"steps": 1000} if spec["quick"] else {}))
+        steps = {"steps": 1000} if spec["quick"] else {}
+        return one_token_loop(spec["quick"], spec["static"], **steps)
     if spec["kind"] == "budget":
         return budget_run(spec["tokens"], spec["max_ngrams"])
-    return run(spec["kind"], spec["size"], spec["steps"], spec["quick"])
+    return run(spec["kind"], spec["size"], spec["steps"], spec["quick"], spec["static"])
 
 
 def main():
@@ -214,13 +223,20 @@ def main():
         "--vllm", action="store_true", help="also vLLM proposers: ngramdraft's and vLLM's own"
     )
     ap.add_argument("--sizes", help=f"batch sizes (default {','.join(map(str, SIZES))})")
+    ap.add_argument("--static", choices=STATICS, default="full", help="static cache (default full)")
+    ap.add_argument(
+        "--seq-steps", type=int, default=200_000, help="sequence-steps per run (default 200000)"
+    )
+    ap.add_argument(
+        "--no-budget", action="store_true", help="skip the long-lived dynamic cache's runs"
+    )
     args = ap.parse_args()
     if harness.worker_main(args, work):
         return
     started, quiet = time.time(), harness.Quiet()
     smoke = args.smoke
     corpora.SMOKE = smoke
-    static_path(smoke)
+    static_path(smoke, args.static)
     rounds = 1 if smoke else args.rounds
     sizes = (
         tuple(int(x) for x in args.sizes.split(","))
@@ -228,16 +244,17 @@ def main():
         else ((1, 64) if smoke else SIZES)
     )
     vllm_sizes = tuple(s for s in VLLM_SIZES if not smoke or s == 8)
-    seq_steps = 500 if smoke else 200_000
+    seq_steps = 500 if smoke else args.seq_steps
     runs, one_token = [], []
+    common = {"quick": smoke, "static": args.static}
     for r in range(rounds):
-        one_token.append(child({"kind": "one-token", "quick": smoke})["us_per_call_pair"])
+        one_token.append(child({**common, "kind": "one-token"})["us_per_call_pair"])
         variants = [(size, kind) for size in sizes for kind in KINDS]
         if args.vllm:
             variants += [(size, kind) for size in vllm_sizes for kind in VLLM_KINDS]
         for _, (size, kind) in harness.rounds(variants[::-1] if r % 2 else variants, 1):
             per = seq_steps // size // (4 if kind in VLLM_KINDS else 1)
-            out = child({"kind": kind, "size": size, "steps": max(50, per), "quick": smoke})
+            out = child({**common, "kind": kind, "size": size, "steps": max(50, per)})
             out["round"] = r
             runs.append(out)
             print(
@@ -247,8 +264,9 @@ def main():
             )
     long_run = 20_000 if smoke else 10_000_000
     budgets = [
-        child({"kind": "budget", "tokens": long_run // 10, "max_ngrams": None, "quick": smoke}),
-        child({"kind": "budget", "tokens": long_run, "max_ngrams": long_run // 10, "quick": smoke}),
+        child({"kind": "budget", "tokens": tokens, "max_ngrams": budget, "quick": smoke})
+        for tokens, budget in ((long_run // 10, None), (long_run, long_run // 10))
+        if not args.no_budget
     ]
     table = _summary(
         runs,
@@ -264,7 +282,8 @@ def main():
         runs, vllm_sizes if args.vllm else (), VLLM_KINDS, accepted_per_seq_step="median"
     )
     result = {
-        "static": "1 MB of the corpus (smoke)" if smoke else "541 MB Gutenberg corpus",
+        "static": STATIC_NAMES["smoke" if smoke else args.static],
+        "seq_steps": seq_steps,
         "rounds": rounds,
         "quick": smoke,
         "sizes": table,
@@ -301,7 +320,8 @@ def _summary(runs, sizes, kinds, **fields):
 
 def markdown(result):
     lines = [
-        f"# Serving: static cache of the {result['static']}, {result['rounds']} round(s)",
+        f"# Serving: static cache of the {result['static']}, {result['rounds']} round(s), "
+        f"about {result.get('seq_steps', 200_000):,} sequence-steps a run",
         "",
         "| sequences | BatchDrafter us/seq-step (range) | draft + accept | threads "
         "| one Drafter each us/seq-step (range) | ratio | finish us (batch) "
@@ -334,18 +354,19 @@ def markdown(result):
                 f"| {a['accepted_per_seq_step']:.2f} | {b['us_per_seq_step']:.2f} "
                 f"({b['range'][0]:.2f}-{b['range'][1]:.2f}) | {b['accepted_per_seq_step']:.2f} |"
             )
-    lines += [
-        "",
-        "Dynamic cache over a long run (sequences of 512 tokens merged in, as finish() does):",
-        "",
-        "| budget (n-grams) | tokens | peak n-grams | final table MB | bytes per token | s |",
-        "|---:|---:|---:|---:|---:|---:|",
-    ]
-    for b in result["dynamic_cache"]:
-        lines.append(
-            f"| {b['max_ngrams'] or 'none'} | {b['tokens']:,} | {b['peak_ngrams']:,} "
-            f"| {b['table_mb']:.0f} | {b['bytes_per_token']:.0f} | {b['seconds']:.0f} |"
-        )
+    if result["dynamic_cache"]:
+        lines += [
+            "",
+            "Dynamic cache over a long run (sequences of 512 tokens merged in, as finish() does):",
+            "",
+            "| budget (n-grams) | tokens | peak n-grams | final table MB | bytes per token | s |",
+            "|---:|---:|---:|---:|---:|---:|",
+        ]
+        for b in result["dynamic_cache"]:
+            lines.append(
+                f"| {b['max_ngrams'] or 'none'} | {b['tokens']:,} | {b['peak_ngrams']:,} "
+                f"| {b['table_mb']:.0f} | {b['bytes_per_token']:.0f} | {b['seconds']:.0f} |"
+            )
     lo, hi = result["one_drafter_draft_accept_us_range"]
     lines += [
         "",

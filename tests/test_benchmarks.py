@@ -267,6 +267,17 @@ def test_ab_times_a_finish_and_a_load_of_a_dynamic_cache(tmp_path):
         assert ab.probe(name, "-", stream, quick=True) > 0
 
 
+def test_serving_runs_one_configuration_alone(tmp_path):
+    """The issue's own configuration (a static cache, a run's length) can be measured
+    without the four minutes of the long-lived dynamic cache's runs."""
+    args = "serving.py --sizes 8 --static parity --seq-steps 1000 --no-budget"
+    _smoke(sys.executable, args, tmp_path)
+    (path,) = tmp_path.glob("*/*.json")
+    result = json.loads(path.read_text())
+    assert result["dynamic_cache"] == [] and list(result["sizes"]) == ["8"]
+    assert "Dynamic cache" not in path.with_suffix(".md").read_text()
+
+
 @pytest.mark.engine
 def test_quality_finds_a_file_no_different_from_itself_and_scores_the_next_token(smollm):
     """The same file twice: no divergence, the same top token everywhere. A perplexity in

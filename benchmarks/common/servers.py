@@ -19,7 +19,15 @@ GENERATE = 256  # tokens each sequence generates before it finishes
 SYSTEM = 256  # tokens of the shared system prompt
 
 
-def static_path(smoke):
+STATICS = ("full", "parity")
+
+
+def static_path(smoke, which="full"):
+    """The static cache's file: the 541 MB corpus's ("full"; a smoke run's: its first
+    MB's), or the 25 MB parity corpus's ("parity", the cache llama.cpp's drafts were
+    recorded with)."""
+    if which == "parity" and not smoke:
+        return corpora.parity_static().path
     return corpora.static_cache(1 if smoke else corpora.FULL_MB).path
 
 
@@ -69,7 +77,7 @@ def vllm_config(size, lookup_min=None, lookup_max=None):
     )
 
 
-def run_vllm(kind, size, steps, quick):
+def run_vllm(kind, size, steps, quick, which="full"):
     """A vLLM step loop: the proposer sees the runner's token table, rows reused as requests end.
 
     ``ngramdraft-vllm`` is NgramProposer with the static cache; ``vllm-builtin``
@@ -88,7 +96,7 @@ def run_vllm(kind, size, steps, quick):
     else:
         from ngramdraft.integrations.vllm import NgramProposer
 
-        cls = type("Proposer", (NgramProposer,), {"static": str(static_path(quick))})
+        cls = type("Proposer", (NgramProposer,), {"static": str(static_path(quick, which))})
         proposer = cls(vllm_config(size))
         proposer.batch.static.prefault().done.wait()
         call = proposer.propose
