@@ -114,7 +114,7 @@ def run() -> NoReturn:
     Loading a kernel makes numba import its typing and lowering registries:
     about 110,000 objects the garbage collector tracks, which the
     interpreter's teardown then collected several times over, 0.1-0.2 s of a
-    0.6 s replay (docs/performance.md). Frozen, they are left to the
+    0.6 s replay (docs/performance-drafting.md). Frozen, they are left to the
     process's exit. Only here: a caller of main() in-process keeps
     collecting as before.
     """
