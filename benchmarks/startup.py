@@ -1,6 +1,7 @@
 """A fresh process's start: ``import ngramdraft`` and a whole small replay, wall time.
 
-    python benchmarks/startup.py [--python PYTHON ...] [--src SRC ...] [--rounds 5] [--json]
+    python benchmarks/startup.py [--python PYTHON ...] [--src SRC ...] [--first] [--rounds 5]
+        [--json]
 
 What a user waits for before the first draft: each command runs as a new
 ``python -m ngramdraft`` process (the console script adds only its launcher),
@@ -15,7 +16,11 @@ timed from outside, start to exit. Variants:
 * ``python``: ``python -c pass``, the interpreter's own floor;
 * ``numba``: ``python -c "import numba"``, the floor of any process that
   runs a numba kernel (loading the first kernel from numba's cache then
-  initializes numba's CPU target, which this does not count).
+  initializes numba's CPU target, which this does not count);
+* ``first`` (with ``--first``): ``replay`` as the first command after
+  installing runs it, with an empty numba cache and no mark of a compiled
+  installation (a new folder for each, every run): every kernel compiled,
+  over the machine's cores (``cli/compiled.py``).
 
 ``--python`` names the interpreters to start (default: this one), e.g. a
 virtual environment made by the README's install beside the test
@@ -34,6 +39,7 @@ its range. Results: ``benchmarks/results/startup/STAMP.{md,json}``.
 import os
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -42,6 +48,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import corpora, harness
 
 VARIANTS = ("python", "numba", "import", "replay")
+FIRST = "first"
 TOKENS = 20_000
 
 
@@ -64,6 +71,8 @@ def command(setup, variant, tokens, static):
 
 
 def _argv(python, variant, tokens, static):
+    if variant == FIRST:
+        return _argv(python, "replay", tokens, static)
     if variant == "python":
         return [python, "-c", "pass"]
     if variant == "numba":
@@ -78,10 +87,14 @@ ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
 INSTALLED = "installed"  # the --src of the package the interpreter has installed
 
 
-def timed(argv, env):
-    t0 = time.perf_counter()
-    subprocess.run(argv, check=True, capture_output=True, env=env)
-    return time.perf_counter() - t0
+def timed(argv, env, first=False):
+    """Wall seconds of one run; ``first``: in a new installation's empty caches."""
+    with tempfile.TemporaryDirectory(prefix="ngramdraft-first-") as folder:
+        if first:
+            env = {**env, "NUMBA_CACHE_DIR": f"{folder}/numba", "NGRAMDRAFT_CACHE": folder}
+        t0 = time.perf_counter()
+        subprocess.run(argv, check=True, capture_output=True, env=env)
+        return time.perf_counter() - t0
 
 
 def label(setup):
@@ -94,7 +107,7 @@ def markdown(result):
         "# A fresh process's start",
         "",
         f"Wall time of a new process, start to exit; {result['rounds']} rounds, interleaved, "
-        "numba's cache warm, bytecode written.",
+        "numba's cache warm (`first`: empty, every kernel compiled), bytecode written.",
         "",
     ]
     for setup, wall in result["wall"].items():
@@ -139,6 +152,11 @@ def main():
         metavar="SRC",
         help="checkouts' src folders to run, first on the path (default: the installed one)",
     )
+    ap.add_argument(
+        "--first",
+        action="store_true",
+        help="also the first run after installing (every kernel compiled: minutes a run)",
+    )
     args = ap.parse_args()
     started, quiet = time.time(), harness.Quiet()
     if args.smoke:
@@ -146,21 +164,22 @@ def main():
     tokens, n_tokens, static = _inputs(args.smoke)
     src = [s if s == INSTALLED else str(Path(s).resolve()) for s in args.src]
     setups = [(p, s) for p in args.python for s in src]
-    pairs = [(setup, v) for setup in setups for v in VARIANTS]
+    variants = [*VARIANTS, *([FIRST] if args.first else [])]
+    pairs = [(setup, v) for setup in setups for v in variants]
     argvs = {pair: command(*pair, tokens, static) for pair in pairs}
     for setup in setups:  # compiles or loads the kernels: numba's cache warm from here on
         timed(*argvs[setup, "replay"])
     times = {pair: [] for pair in pairs}
     for _, pair in harness.rounds(pairs, args.rounds):
-        times[pair].append(timed(*argvs[pair]))
+        times[pair].append(timed(*argvs[pair], first=pair[1] == FIRST))
     result = {
         "rounds": args.rounds,
         "tokens": n_tokens,
         "static": Path(static).name,
-        "variants": list(VARIANTS),
+        "variants": variants,
         "packages": {p: packages(p) for p in args.python},
         "wall": {
-            label(setup): {v: harness.spread(times[setup, v]) for v in VARIANTS} for setup in setups
+            label(setup): {v: harness.spread(times[setup, v]) for v in variants} for setup in setups
         },
     }
     harness.save(

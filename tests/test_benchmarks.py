@@ -41,6 +41,7 @@ NEEDS = {
     "real_model.py": ("engine", ("llama_cpp",)),
     "quality.py": ("engine", ("llama_cpp",)),
     "cluster_build.py": ("cluster", ("distributed",)),
+    "startup.py --first": ("slow", ()),  # compiles every kernel in a new cache: minutes
 }
 
 sys.path.insert(0, str(BENCHMARKS))
@@ -78,7 +79,8 @@ def test_no_benchmark_imports_another(name):
 
 # ab.py's smoke run in two: its drafting probes need no engine, so the fast loop runs them.
 SPLIT = {
-    "ab.py": ("ab.py --probes drafter,suffix-batch", "ab.py --probes llama-load,decode-apply-edit")
+    "ab.py": ("ab.py --probes drafter,suffix-batch", "ab.py --probes llama-load,decode-apply-edit"),
+    "startup.py": ("startup.py", "startup.py --first"),
 }
 SMOKES = [
     pytest.param(n, marks=getattr(pytest.mark, NEEDS[n][0])) if n in NEEDS else n

@@ -346,3 +346,9 @@ def test_an_installation_says_it_compiles_once(static_file, tmp_path):
     for rules in ("llamacpp", "suffix"):  # kernels of other commands: compiled then too
         assert run("build-static", tokens, "-o", tmp_path / "s.ngd", "-q") == ""
         assert run("replay", tokens, "--rules", rules, "-c", "256", "-q") == ""
+    # A batch's span kernels inline a rule set's step: compiled once each, not a second
+    # time for a constant first row (numba compiles a call with a constant for that
+    # constant): llama.cpp's rules' draft span alone took half a minute of the first run.
+    spans = [p.relative_to(tmp_path) for p in tmp_path.rglob("rows._*_span-*.nbc")]
+    kernels = {(p.parent, p.name.split(".py")[0]) for p in spans}
+    assert len(kernels) == 6 and len(spans) == len(kernels), sorted(spans)

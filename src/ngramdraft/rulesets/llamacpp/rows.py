@@ -6,22 +6,27 @@ one sequence (the same kernels a Drafter calls) for the rows it is given,
 and each ``_parallel`` twin splits the rows over threads. The rows of one
 call are distinct: each writes only its own state and sequence, and reads
 the shared caches. Statuses are every batch's (``drafting/batch.py``).
+
+The serial kernels pass their first row as ``np.int64(0)``, not ``0``: numba
+compiles a kernel called with a constant once more, for that constant, and
+each span inlines the rule set's whole step (for llama.cpp's rules, half a
+minute of an installation's first run).
 """
 
+import numpy as np
 from numba import njit, prange
 
 from ...drafting.batch import MISMATCH, NEED_ROOM
 from ...kernels.extends import extends
 from ...kernels.handles import int32s
-from .state import BUF, SEQ, N, accept_state, draft_in, request_state, tables
+from .state import BUF, SEQ, N, accept_state, draft_state, request_state, tables
 from .step import NGRAM_MAX
 
 
 @njit(cache=True, nogil=True, inline="always")
 def _draft_row(states, row, out, lengths, i):
     state = states[row]
-    ctx, dyn, stat = tables(state)
-    d = draft_in(state, ctx, dyn, stat)
+    d = draft_state(state)
     if d < 0:
         lengths[i] = d
         return
@@ -56,7 +61,7 @@ def _draft_span(states, rows, out, lengths, lo, hi):
 @njit(cache=True, nogil=True)
 def draft_rows(states, rows, out, lengths):
     """draft_state for states[rows[i]] into out[i, :lengths[i]], one sequence after another."""
-    _draft_span(states, rows, out, lengths, 0, rows.shape[0])
+    _draft_span(states, rows, out, lengths, np.int64(0), rows.shape[0])
 
 
 @njit(cache=True, nogil=True, parallel=True)
@@ -75,7 +80,7 @@ def _accept_span(states, rows, tokens, offsets, status, lo, hi):
         if state[N] + (b - a) > state[SEQ + 1]:
             status[i] = NEED_ROOM
             continue
-        status[i] = accept_state(state, tokens[a:b], 0)
+        status[i] = accept_state(state, tokens[a:b], np.int64(0))
 
 
 @njit(cache=True, nogil=True)
@@ -86,7 +91,7 @@ def accept_rows(states, rows, tokens, offsets, status):
     NEED_ROOM when the row's sequence buffer is too short: the caller makes
     room for those rows and accepts them again; the others are done.
     """
-    _accept_span(states, rows, tokens, offsets, status, 0, rows.shape[0])
+    _accept_span(states, rows, tokens, offsets, status, np.int64(0), rows.shape[0])
 
 
 @njit(cache=True, nogil=True, parallel=True)
@@ -111,7 +116,7 @@ def _sync_span(states, rows, token_ids, sources, lengths, status, lo, hi):
         elif m > state[SEQ + 1]:
             status[i] = NEED_ROOM
         else:
-            status[i] = accept_state(state, row[n:m], 0)
+            status[i] = accept_state(state, row[n:m], np.int64(0))
 
 
 @njit(cache=True, nogil=True)
@@ -123,7 +128,7 @@ def sync_rows(states, rows, token_ids, sources, lengths, status):
     negative id, gets MISMATCH and its state is left as it was
     (``kernels/extends.py``).
     """
-    _sync_span(states, rows, token_ids, sources, lengths, status, 0, rows.shape[0])
+    _sync_span(states, rows, token_ids, sources, lengths, status, np.int64(0), rows.shape[0])
 
 
 @njit(cache=True, nogil=True, parallel=True)

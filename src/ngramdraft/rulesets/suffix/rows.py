@@ -6,8 +6,14 @@ length) pairs, so that one call takes any set of SuffixDrafters
 as llama.cpp's rules' batch does. The sequences of one call are distinct:
 each writes only its own state, index and output row, and reads the earlier
 requests and the corpus. Statuses are every batch's (``drafting/batch.py``).
+
+The serial kernels pass their first row as ``np.int64(0)``, not ``0``: numba
+compiles a kernel called with a constant once more, for that constant, and
+each span inlines the rule set's whole step (for llama.cpp's rules, half a
+minute of an installation's first run).
 """
 
+import numpy as np
 from numba import njit, prange
 
 from ...drafting.batch import DONE, MISMATCH, NEED_ROOM
@@ -30,7 +36,7 @@ def _draft_span(states, out, lengths, lo, hi):
 def draft_rows(states, out, lengths):
     """``draft_step`` for many sequences in one call: ``states`` holds each one's state as
     (address, length); row i of out gets sequence i's draft, lengths[i] its count."""
-    _draft_span(states, out, lengths, 0, lengths.shape[0])
+    _draft_span(states, out, lengths, np.int64(0), lengths.shape[0])
 
 
 @njit(cache=True, nogil=True, parallel=True)
@@ -60,7 +66,7 @@ def accept_rows(states, flat, offsets, status):
     flat[offsets[i]:offsets[i + 1]] (the sequences distinct); status DONE, or NEED_ROOM
     where the sequence's index has no room for them (the caller grows it and accepts
     them)."""
-    _accept_span(states, flat, offsets, status, 0, offsets.shape[0] - 1)
+    _accept_span(states, flat, offsets, status, np.int64(0), offsets.shape[0] - 1)
 
 
 @njit(cache=True, nogil=True, parallel=True)
@@ -93,7 +99,7 @@ def sync_rows(states, token_ids, sources, lengths, accept, status):
     that extends what it holds, the new tokens are accepted if ``accept``; status DONE,
     NEED_ROOM as accept_rows', or MISMATCH where the row is another sequence (left as
     it was)."""
-    _sync_span(states, token_ids, sources, lengths, accept, status, 0, lengths.shape[0])
+    _sync_span(states, token_ids, sources, lengths, accept, status, np.int64(0), lengths.shape[0])
 
 
 @njit(cache=True, nogil=True, parallel=True)
