@@ -72,9 +72,14 @@ def tables(state):
     return table_at(state, CTX), table_at(state, DYN), frozen_at(state, STAT)
 
 
-@njit(cache=True, nogil=True, inline="always")
-def draft_in(state, ctx, dyn, stat):
-    """draft_step for the state's sequence, its tables given: the count drafted, or CORRUPT."""
+@njit(cache=True, nogil=True)
+def draft_state(state):
+    """draft_step for the state's sequence: the count drafted into its buffer, or CORRUPT.
+
+    The one kernel that inlines the draft step for a state: a Drafter calls it,
+    and a batch's span calls it for each row, so the step is compiled once.
+    """
+    ctx, dyn, stat = tables(state)
     return draft_step(
         int32s(state, SEQ),
         state[N],
@@ -85,13 +90,6 @@ def draft_in(state, ctx, dyn, stat):
         stat,
         int32s(state, BUF),
     )
-
-
-@njit(cache=True, nogil=True)
-def draft_state(state):
-    """draft_step for the state's sequence: the count drafted into its buffer, or CORRUPT."""
-    ctx, dyn, stat = tables(state)
-    return draft_in(state, ctx, dyn, stat)
 
 
 @njit(cache=True, nogil=True)
