@@ -130,11 +130,6 @@ def run(kind, size, steps, quick, which):
     }
 
 
-STATIC_NAMES = {
-    "full": "541 MB Gutenberg corpus",
-    "parity": "25 MB parity corpus",
-    "smoke": "1 MB of the corpus (smoke)",
-}
 VLLM_SIZES = (8, 64, 256)
 VLLM_KINDS = ("ngramdraft-vllm", "vllm-builtin")
 
@@ -246,15 +241,15 @@ def main():
     vllm_sizes = tuple(s for s in VLLM_SIZES if not smoke or s == 8)
     seq_steps = 500 if smoke else args.seq_steps
     runs, one_token = [], []
-    common = {"quick": smoke, "static": args.static}
+    base = {"quick": smoke, "static": args.static}
     for r in range(rounds):
-        one_token.append(child({**common, "kind": "one-token"})["us_per_call_pair"])
+        one_token.append(child({**base, "kind": "one-token"})["us_per_call_pair"])
         variants = [(size, kind) for size in sizes for kind in KINDS]
         if args.vllm:
             variants += [(size, kind) for size in vllm_sizes for kind in VLLM_KINDS]
         for _, (size, kind) in harness.rounds(variants[::-1] if r % 2 else variants, 1):
             per = seq_steps // size // (4 if kind in VLLM_KINDS else 1)
-            out = child({**common, "kind": kind, "size": size, "steps": max(50, per)})
+            out = child({**base, "kind": kind, "size": size, "steps": max(50, per)})
             out["round"] = r
             runs.append(out)
             print(
@@ -282,7 +277,7 @@ def main():
         runs, vllm_sizes if args.vllm else (), VLLM_KINDS, accepted_per_seq_step="median"
     )
     result = {
-        "static": STATIC_NAMES["smoke" if smoke else args.static],
+        "static": "1 MB of the corpus (smoke)" if smoke else STATICS[args.static],
         "seq_steps": seq_steps,
         "rounds": rounds,
         "quick": smoke,
@@ -321,7 +316,7 @@ def _summary(runs, sizes, kinds, **fields):
 def markdown(result):
     lines = [
         f"# Serving: static cache of the {result['static']}, {result['rounds']} round(s), "
-        f"about {result.get('seq_steps', 200_000):,} sequence-steps a run",
+        f"about {result['seq_steps']:,} sequence-steps a run",
         "",
         "| sequences | BatchDrafter us/seq-step (range) | draft + accept | threads "
         "| one Drafter each us/seq-step (range) | ratio | finish us (batch) "

@@ -7,10 +7,9 @@ as llama.cpp's rules' batch does. The sequences of one call are distinct:
 each writes only its own state, index and output row, and reads the earlier
 requests and the corpus. Statuses are every batch's (``drafting/batch.py``).
 
-The serial kernels pass their first row as ``np.int64(0)``, not ``0``: numba
-compiles a kernel called with a constant once more, for that constant, and
-each span inlines the rule set's whole step (for llama.cpp's rules, half a
-minute of an installation's first run).
+The serial kernels pass their first row as ``np.int64(0)``, not ``0``, as
+llama.cpp's rules' do (their ``rows.py`` says why): a constant would have
+numba compile each span a second time.
 """
 
 import numpy as np
