@@ -46,8 +46,9 @@ longest earlier copy in the sequence of each next run of tokens, at the
 drafter's draft length); and on llama-cpp-python the share of prompt + decode
 spent inside llama.cpp's ``llama_decode`` (what the loop, the host's Python and
 the drafter take is the rest). Every output is compared with ``none``'s of the same
-round; where one differs, the first differing position and the logit margin
-between the two tokens there (one-token evaluation) are reported.
+round; where one differs, the first differing position and the plain model's
+logit margin between the two tokens there (computed again as plain decoding
+computed it: the prompt in one go, then each token alone) are reported.
 
 ``--quantizations Q8_0,F16`` adds the same model requantized here with
 llama.cpp's quantizer (``llama_model_quantize``, from the shipped Q4_K_M),
@@ -110,7 +111,7 @@ def work(spec):
     if spec["kind"] == "prepare":  # the model fetched, converted or requantized, off the clock
         _engine(spec)
         return {}
-    return _engine(spec).margin(spec["prefix"], spec["tokens"])
+    return _engine(spec).margin(spec["prompt"], spec["plain"], spec["other"], spec["position"])
 
 
 # -- the driver --------------------------------------------------------------------
@@ -447,8 +448,10 @@ def _divergences(runs):
         spec = {
             **r["spec"],
             "kind": "margin",
-            "prefix": row["prompt"] + other["output"][:position],
-            "tokens": [other["output"][position], row["output"][position]],
+            "prompt": row["prompt"],
+            "plain": other["output"],
+            "other": row["output"],
+            "position": position,
         }
         found.append(
             {

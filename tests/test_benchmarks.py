@@ -322,6 +322,28 @@ def test_requantized_files_are_measured_against_the_shipped_files_plain_engine()
 
 
 @pytest.mark.engine
+def test_a_divergence_is_weighed_by_the_plain_model_where_it_happens(tiny_gguf):
+    """real_model's margin worker, given what its driver finds: the plain model's choice
+    leads, by a margin no smaller than the gap to its runner-up."""
+    pytest.importorskip("llama_cpp")
+    import real_model
+    from ngramdraft.integrations.llama_cpp import generate, plain_llama
+
+    prompt = list(range(1, 40)) * 2
+    plain = generate(plain_llama(tiny_gguf, n_ctx=512), prompt, 30).tokens
+    other = [*plain[:12], plain[12] + 1, *plain[13:]]
+    spec = {"engine": "llama_cpp", "model": str(tiny_gguf), "kind": "margin"}
+    got = real_model.work(
+        {**spec, "prompt": prompt, "plain": plain, "other": other, "position": 12}
+    )
+    assert got["margin"] >= got["top_gap"] >= 0 and got["logit_a"] > got["logit_b"]
+    shorter = real_model.work(
+        {**spec, "prompt": prompt, "plain": plain, "other": plain[:5], "position": 5}
+    )
+    assert np.isnan(shorter["margin"])
+
+
+@pytest.mark.engine
 def test_the_decode_clock_times_llama_decode_in_the_hosts_loop_and_ngramdrafts(tiny_gguf):
     llama_cpp = pytest.importorskip("llama_cpp")
     from common.engines import _DecodeClock

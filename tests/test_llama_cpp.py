@@ -26,9 +26,11 @@ from ngramdraft.errors import (  # noqa: E402
 )
 from ngramdraft.integrations.llama_cpp import (  # noqa: E402
     NgramDraftModel,
+    first_difference,
     generate,
     load_llama,
     measure_pass_cost,
+    plain_llama,
 )
 from ngramdraft.integrations.llama_cpp_decode import Decoder  # noqa: E402
 from ngramdraft.tokenizers.gguf import GGUFTokenizer  # noqa: E402
@@ -305,7 +307,7 @@ def test_generate_cli_compares_and_is_lossless(tiny_gguf, tmp_path, cli, rules):
     )
     assert status == 0, err
     figures = json.loads(out)
-    assert figures["identical"] is True
+    assert figures["identical"] is True and figures["first_difference"] is None
     assert figures["ngramdraft"]["n_tokens"] == 200
     assert figures["ngramdraft"]["drafted"] > 0
     if rules == "llamacpp":  # the suffix rules' policy finds a tiny model's long passes dear
@@ -324,6 +326,25 @@ def test_generate_cli_with_the_cost_aware_policy_is_lossless(tiny_gguf, cli, cap
     with pytest.raises(SystemExit) as usage:
         cli(*args, "--cost-aware", "--adaptive")
     assert usage.value.code == 2 and "not allowed with" in capsys.readouterr().err
+
+
+def test_where_two_outputs_part_the_plain_models_logits_are_weighed(tiny_gguf, prompt):
+    plain = plain_llama(tiny_gguf, n_ctx=1024)
+    out = generate(plain, prompt, 60).tokens
+    assert first_difference(plain, prompt, out, list(out)) is None
+    other = list(out)
+    other[37] = (out[37] + 1) % plain.n_vocab()
+    d = first_difference(plain, prompt, out, other)
+    assert (d.position, d.tokens) == (37, (out[37], other[37]))
+    # The plain model chose out[37] greedily there: its logit leads every other token's.
+    assert d.margin >= d.top_gap >= 0
+    reference = plain_llama(tiny_gguf, n_ctx=1024, logits_all=True)
+    reference.eval(list(prompt) + out[:37])  # in one batch: the same logits, nearly
+    row = np.asarray(reference.scores[reference.n_tokens - 1])
+    assert row.argmax() == out[37]
+    assert d.logits == pytest.approx((row[out[37]], row[other[37]]), abs=1e-3)
+    # Outputs that only stop at different lengths have no token to weigh.
+    assert first_difference(plain, prompt, out, out[:10]) is None
 
 
 def test_pass_costs_are_measured_per_batch_size(llama, tiny_gguf):

@@ -32,6 +32,8 @@ from . import corpora
 
 THREADS = 2
 N_CTX = 8192
+# Where two outputs differ only in length, or the engine cannot say: no logits to weigh.
+NO_MARGIN = {"margin": float("nan"), "top_gap": float("nan")}
 # Each drafter's longest draft (the copy ceiling is taken at it): ngramdraft's
 # engine defaults, the hosts' own.
 N_DRAFT = {"llamacpp": 8, "suffix": 32, "lookup": 10, "ngram": 8, "suffixdecoding": 24}
@@ -197,13 +199,21 @@ class LlamaCpp:
         costs = measure_pass_cost(llama, n, context=1024, reps=1 if smoke else 3)
         return dict(enumerate(costs, start=1))
 
-    def margin(self, prefix: list[int], tokens: list[int]) -> dict[str, float]:
-        from ngramdraft.integrations.llama_cpp import plain_llama
+    def margin(
+        self, prompt: list[int], plain: list[int], other: list[int], position: int
+    ) -> dict[str, float]:
+        from ngramdraft.integrations.llama_cpp import first_difference, plain_llama
 
-        llama = plain_llama(self.path, logits_all=True, **self._settings())
-        llama.eval(prefix[:-1])
-        llama.eval(prefix[-1:])  # the last token alone, as plain decoding evaluates it
-        return _margin(np.asarray(llama.scores[llama.n_tokens - 1]), tokens)
+        llama = plain_llama(self.path, **self._settings())
+        d = first_difference(llama, prompt, plain, other)
+        if d is None:  # one stopped sooner: no token to weigh
+            return NO_MARGIN
+        return {
+            "logit_a": d.logits[0],
+            "logit_b": d.logits[1],
+            "margin": abs(d.margin),
+            "top_gap": d.top_gap,
+        }
 
 
 class LlamaCppAnswering:
@@ -314,12 +324,17 @@ class Transformers:
                 costs[k] = float(np.median(times))
         return costs
 
-    def margin(self, prefix: list[int], tokens: list[int]) -> dict[str, float]:
+    def margin(
+        self, prompt: list[int], plain: list[int], other: list[int], position: int
+    ) -> dict[str, float]:
+        if position >= min(len(plain), len(other)):  # one stopped sooner: no token to weigh
+            return NO_MARGIN
         torch = self.torch
-        with torch.no_grad():
-            cache = self.model(torch.tensor([prefix[:-1]]), use_cache=True).cache
-            out = self.model(torch.tensor([prefix[-1:]]), cache=cache, use_cache=True)
-        return _margin(out.logits[0, -1].numpy(), tokens)
+        with torch.no_grad():  # as plain generate computes it: the prompt, then each token alone
+            out = self.model(torch.tensor([prompt]), use_cache=True)
+            for token in plain[:position]:
+                out = self.model(torch.tensor([[token]]), cache=out.cache, use_cache=True)
+        return _margin(out.logits[0, -1].numpy(), [plain[position], other[position]])
 
 
 class TransformersAnswering:
@@ -432,8 +447,10 @@ class Vllm:
     def pass_cost(self, smoke: bool) -> dict[int, float]:
         return {1: 1.0, 2: 1.0}  # not measured: vLLM's passes are its own to schedule
 
-    def margin(self, prefix: list[int], tokens: list[int]) -> dict[str, float]:
-        return {"margin": float("nan"), "top_gap": float("nan")}
+    def margin(
+        self, prompt: list[int], plain: list[int], other: list[int], position: int
+    ) -> dict[str, float]:
+        return NO_MARGIN
 
 
 class VllmAnswering:

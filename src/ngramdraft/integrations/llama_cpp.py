@@ -446,6 +446,59 @@ def generate(llama: Any, prompt_tokens: Any, n: int, draft_model: Any = None) ->
     )
 
 
+@dataclass
+class Divergence:
+    """Where two greedy outputs of one prompt first part, as the plain model saw it there."""
+
+    position: int  # the index, in the outputs, of the first token that differs
+    tokens: tuple[int, int]  # (the plain model's token there, the other output's)
+    logits: tuple[float, float]  # the plain model's logits of those two tokens there
+    top_gap: float  # the gap between the plain model's two largest logits there
+
+    @property
+    def margin(self) -> float:
+        """How far the plain model's choice was ahead of the other output's token."""
+        return self.logits[0] - self.logits[1]
+
+
+def first_difference(
+    llama: Any, prompt_tokens: Any, plain_tokens: list[int], other_tokens: list[int]
+) -> Divergence | None:
+    """Where ``other_tokens`` first part from ``plain_tokens``, or None if they never do.
+
+    Both are greedy outputs of ``prompt_tokens``; ``plain_tokens`` a plain
+    ``Llama``'s (:func:`plain_llama`), ``llama`` that same plain model. Its
+    logits at the first differing position are computed again as plain
+    decoding computed them (the prompt in one go, then each output token
+    alone), so a small margin there says the outputs part at a near-tie, which
+    a verification pass's batched arithmetic may tip the other way. The
+    model's state is reset. Outputs that stop at different lengths without
+    differing before (``n`` tokens against an end of generation) are None too:
+    there is no token to weigh.
+    """
+    position = next(
+        (i for i, (a, b) in enumerate(zip(plain_tokens, other_tokens, strict=False)) if a != b),
+        None,
+    )
+    if position is None:
+        return None
+    lib = _llama_cpp()
+    llama.reset()
+    llama.eval(list(prompt_tokens))
+    for token in plain_tokens[:position]:
+        llama.eval([token])
+    row = lib.llama_get_logits_ith(llama.ctx, -1)
+    logits = np.ctypeslib.as_array(row, shape=(llama.n_vocab(),))
+    a, b = plain_tokens[position], other_tokens[position]
+    top2 = np.sort(logits)[-2:]
+    return Divergence(
+        position=position,
+        tokens=(a, b),
+        logits=(float(logits[a]), float(logits[b])),
+        top_gap=float(top2[1] - top2[0]),
+    )
+
+
 class _CountingDraft:
     """Records the length of every draft of any draft model, as the model is given it."""
 
