@@ -13,7 +13,10 @@ finishes into the shared dynamic cache and a new one takes its place. Only
 the drafter's calls are timed: ``BatchDrafter.draft`` + ``accept`` for the
 whole batch (each also reported apart), against one ``Drafter`` per
 sequence called in a Python loop; ``finish`` (a merge into the dynamic
-cache) is timed apart, per sequence.
+cache) is timed apart, per sequence. The batch is given the verified tokens
+as an engine's sampler holds them, a table of n_draft + 1 columns padded
+with -1 and the count that holds in each row (vLLM's), and, in a run of its
+own (``batch-lists``), as a list of one array per sequence.
 The static cache is the 541 MB corpus's (``--static parity``: the 25 MB
 parity corpus's, whose tables fit far better in a CPU's caches; ``--smoke``:
 the first MB's). Each (B, drafter) runs about ``--seq-steps`` sequence-steps.
@@ -40,7 +43,7 @@ from common import corpora, harness
 from common.servers import GENERATE, STATICS, Texts, accepted, run_vllm, static_path
 
 SIZES = (1, 8, 64, 256)
-KINDS = ("batch", "single")
+KINDS = ("batch", "batch-lists", "single")
 
 
 def run(kind, size, steps, quick, which):
@@ -52,7 +55,7 @@ def run(kind, size, steps, quick, which):
     shared = NgramCache()
     timed = [0.0, 0.0]  # seconds in draft calls, in accept calls
     seq_steps = 0
-    if kind == "batch":
+    if kind != "single":
         drafter = BatchDrafter(static=static, dynamic=shared, max_seqs=size)
     live = {}  # id -> [continuation, position]
     next_id = 0
@@ -60,7 +63,7 @@ def run(kind, size, steps, quick, which):
     def admit():
         nonlocal next_id
         prompt, rest = texts.next()
-        if kind == "batch":
+        if kind != "single":
             drafter.add(next_id, prompt)
         else:
             live_drafters[next_id] = Drafter(static=static, dynamic=shared)
@@ -78,17 +81,26 @@ def run(kind, size, steps, quick, which):
         if step == warmup:
             timed, seq_steps, finishes, t_finish = [0.0, 0.0], 0, 0, 0.0
         ids = list(live)
-        if kind == "batch":
+        if kind != "single":
             t0 = time.perf_counter()
             out, lengths = drafter.draft(ids)
             timed[0] += time.perf_counter() - t0
             new = []
+            # The verified tokens as an engine's sampler hands them over: a row of
+            # n_draft + 1 per sequence, padded with -1 (vLLM's), and how many hold.
+            table = np.full((len(ids), out.shape[1] + 1), -1, dtype=np.int32)
+            counts = np.empty(len(ids), dtype=np.int64)
             for k, i in enumerate(ids):
                 rest, pos = live[i]
                 n = accepted(out[k, : lengths[k]], rest[pos:])
                 new.append(rest[pos : pos + n])
+                table[k, :n] = new[-1]
+                counts[k] = n
             t0 = time.perf_counter()
-            drafter.accept(ids, new)
+            if kind == "batch":
+                drafter.accept(ids, table, counts)
+            else:
+                drafter.accept(ids, new)
             timed[1] += time.perf_counter() - t0
         else:
             new = []
@@ -108,7 +120,7 @@ def run(kind, size, steps, quick, which):
             live[i][1] += len(tokens)
             if live[i][1] >= GENERATE - 1:
                 t0 = time.perf_counter()
-                if kind == "batch":
+                if kind != "single":
                     drafter.finish(i)
                 else:
                     live_drafters.pop(i).finish()
@@ -124,7 +136,7 @@ def run(kind, size, steps, quick, which):
         "accept_us": 1e6 * timed[1] / seq_steps,
         "us_per_finish": 1e6 * t_finish / finishes if finishes else None,
         "seq_steps": seq_steps,
-        "threads": _threads() if kind == "batch" and size >= 32 else 1,
+        "threads": _threads() if kind != "single" and size >= 32 else 1,
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
         "dynamic_ngrams": len(shared),
     }
@@ -313,23 +325,30 @@ def _summary(runs, sizes, kinds, **fields):
     return table
 
 
+def _us(entry):
+    return f"{entry['us_per_seq_step']:.3f} ({entry['range'][0]:.3f}-{entry['range'][1]:.3f})"
+
+
 def markdown(result):
     lines = [
         f"# Serving: static cache of the {result['static']}, {result['rounds']} round(s), "
         f"about {result['seq_steps']:,} sequence-steps a run",
         "",
+        "BatchDrafter accepting a padded token table (an engine sampler's), and accepting "
+        "a list of arrays:",
+        "",
         "| sequences | BatchDrafter us/seq-step (range) | draft + accept | threads "
+        "| accepting lists (range) | draft + accept "
         "| one Drafter each us/seq-step (range) | ratio | finish us (batch) "
         "| peak RSS MB (batch) |",
-        "|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     for size, row in result["sizes"].items():
-        b, s = row["batch"], row["single"]
+        b, bl, s = row["batch"], row["batch-lists"], row["single"]
         finish = "-" if b["us_per_finish"] is None else f"{b['us_per_finish']:.0f}"
         lines.append(
-            f"| {size} | {b['us_per_seq_step']:.3f} ({b['range'][0]:.3f}-{b['range'][1]:.3f}) "
-            f"| {b['draft_us']:.3f} + {b['accept_us']:.3f} | {b['threads']} "
-            f"| {s['us_per_seq_step']:.3f} ({s['range'][0]:.3f}-{s['range'][1]:.3f}) "
+            f"| {size} | {_us(b)} | {b['draft_us']:.3f} + {b['accept_us']:.3f} | {b['threads']} "
+            f"| {_us(bl)} | {bl['draft_us']:.3f} + {bl['accept_us']:.3f} | {_us(s)} "
             f"| {s['us_per_seq_step'] / b['us_per_seq_step']:.1f}x "
             f"| {finish} | {b['peak_rss_mb']:.0f} |"
         )

@@ -114,6 +114,33 @@ def test_accept_takes_drafts_as_returned():
     assert batch.tokens("s1").tolist() == [1, 2, 3, 1, 2, 3, 1, 2, *out[1, : lengths[1]]]
 
 
+@pytest.mark.parametrize("rules", ["llamacpp", "suffix"])
+def test_accept_reads_an_engines_padded_table_only_where_lengths_say(rules):
+    """vLLM's sampler pads each row of accepted tokens with -1: a table is read only up to
+    each row's length, and a bad id within it is named by row and column, nothing taken."""
+    ids = [0, 1, 2]
+    table = np.array([[5, 6, -1, -1], [7, -1, -1, -1], [-1, -1, -1, -1]])
+    padded, listed = (BatchDrafter(rules=rules) for _ in range(2))
+    for batch in (padded, listed):
+        for i in ids:
+            batch.add(i, [1, 2, 3, 5, 6, 1, 2])
+    padded.accept(ids, table, [2, 1, 0])
+    listed.accept(ids, [[5, 6], [7], []])
+    wide = np.array([[3, 2**40], [3, 2**40], [3, -(2**40)]], dtype=np.int64)
+    padded.accept(ids, wide, [1, 1, 1])  # an int64 table whose padding int32 cannot hold
+    listed.accept(ids, [[3], [3], [3]])
+    for i in ids:
+        assert padded.tokens(i).tolist() == listed.tokens(i).tolist()
+    for got, want in zip(padded.draft(ids), listed.draft(ids), strict=True):
+        assert np.array_equal(got, want)
+    before = [padded.tokens(i).tolist() for i in ids]
+    with pytest.raises(InvalidTokensError, match=r"tokens\[0, 2\] = -1 .*lengths\[0\] = 3"):
+        padded.accept(ids, table, [3, 1, 0])
+    with pytest.raises(InvalidTokensError, match=r"tokens\[2, 1\] = -1099511627776"):
+        padded.accept(ids, wide, [1, 1, 2])
+    assert [padded.tokens(i).tolist() for i in ids] == before
+
+
 def test_bad_ids_and_capacity_are_named():
     batch = BatchDrafter(max_seqs=2)
     batch.add("a", [1, 2])

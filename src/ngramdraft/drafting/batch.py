@@ -19,7 +19,8 @@ import numba
 import numpy as np
 
 from ..errors import InvalidParameterError, InvalidTokensError, UnknownSequenceError
-from ..validation import check_token_range, within
+from ..kernels.padded import first_bad_id
+from ..validation import TOKEN_MAX, check_token_range, within
 from .drafter import practice_tokens, uncopyable
 from .rulesets import rule_set
 
@@ -206,43 +207,64 @@ def left_over(status: np.ndarray) -> list[int]:
 
 def flatten_tokens(
     tokens: Any, lengths: "ArrayLike | None", n: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """(flat int32 tokens, offsets[n + 1]) of per-sequence tokens, every id checked."""
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(flat int32 tokens, starts, ends): sequence i's are flat[starts[i]:ends[i]], checked.
+
+    A 2-D table with lengths is read where it lies, row i's first lengths[i]
+    entries, and what lies beyond them is never read (an engine's padding,
+    -1 in vLLM's); a list of sequences is joined first.
+    """
     if lengths is not None:
-        arr = np.asarray(tokens)
+        table = np.asarray(tokens)
         lengths = int_array(lengths, "lengths", n)
-        if arr.ndim != 2 or arr.shape[0] != n:
+        if table.ndim != 2 or table.shape[0] != n:
             raise InvalidTokensError(f"with lengths, tokens must be a 2-D array of {n} rows")
-        if not within(lengths, 0, arr.shape[1]):
-            raise InvalidTokensError(f"lengths must be 0 .. {arr.shape[1]} (the rows' width)")
-        flat = arr[np.arange(arr.shape[1]) < lengths[:, None]]
-        offsets = np.zeros(n + 1, dtype=np.int64)
-        np.cumsum(lengths, out=offsets[1:])
-    else:
-        try:
-            if len(tokens) != n:
-                raise InvalidTokensError(f"got {len(tokens)} token sequences for {n} seq_ids")
-            # Summed in Python: for the few sequences of a small server's step, numpy's
-            # cumsum alone costs more than the accept's kernel.
-            sums = itertools.accumulate(map(len, tokens), initial=0)
-            offsets = np.fromiter(sums, dtype=np.int64, count=n + 1)
-            joined = _joined(tokens) if n and type(tokens[0]) is np.ndarray else None
-        except (TypeError, KeyError):  # an id where a sequence of ids belongs, or a mapping
+        width = table.shape[1]
+        if not within(lengths, 0, width):
+            raise InvalidTokensError(f"lengths must be 0 .. {width} (the rows' width)")
+        _check_ids(table)
+        # Checked as given (int64 ids past int32 must not wrap into range first); other
+        # kinds as int64, where uint64 ids past int64 wrap negative and are caught.
+        kind = table.dtype if table.dtype in (np.int32, np.int64) else np.int64
+        flat = np.ascontiguousarray(table, dtype=kind).reshape(-1)
+        starts = np.arange(n, dtype=np.int64) * width
+        ends = starts + lengths
+        bad = first_bad_id(flat, starts, ends)
+        if bad >= 0:
+            r, c = divmod(int(bad), width)
             raise InvalidTokensError(
-                f"tokens must hold one sequence of ids per seq_id (a list of {n} lists "
-                "or arrays), or be a 2-D array with lengths"
-            ) from None
-        if joined is not None:
-            flat = joined
-        else:
-            flat = np.array(list(itertools.chain.from_iterable(tokens)))
-            flat = flat if flat.size else np.zeros(0, dtype=np.int64)
-        if flat.ndim != 1 or len(flat) != offsets[n]:
-            raise InvalidTokensError("each sequence's tokens must be a flat sequence of ids")
-    if flat.dtype.kind not in "iu" or flat.dtype == np.bool_:
-        raise InvalidTokensError(f"tokens must be integer ids, got dtype {flat.dtype}")
+                f"tokens[{r}, {c}] = {table[r, c]} is not a token id "
+                f"(ids are 0 .. {TOKEN_MAX}; row {r} holds lengths[{r}] = {lengths[r]})"
+            )
+        return flat.astype(np.int32, copy=False), starts, ends  # padding may wrap: unread
+    try:
+        if len(tokens) != n:
+            raise InvalidTokensError(f"got {len(tokens)} token sequences for {n} seq_ids")
+        # Summed in Python: for the few sequences of a small server's step, numpy's
+        # cumsum alone costs more than the accept's kernel.
+        sums = itertools.accumulate(map(len, tokens), initial=0)
+        offsets = np.fromiter(sums, dtype=np.int64, count=n + 1)
+        joined = _joined(tokens) if n and type(tokens[0]) is np.ndarray else None
+    except (TypeError, KeyError):  # an id where a sequence of ids belongs, or a mapping
+        raise InvalidTokensError(
+            f"tokens must hold one sequence of ids per seq_id (a list of {n} lists "
+            "or arrays), or be a 2-D array with lengths"
+        ) from None
+    if joined is not None:
+        flat = joined
+    else:
+        flat = np.array(list(itertools.chain.from_iterable(tokens)))
+        flat = flat if flat.size else np.zeros(0, dtype=np.int64)
+    if flat.ndim != 1 or len(flat) != offsets[n]:
+        raise InvalidTokensError("each sequence's tokens must be a flat sequence of ids")
+    _check_ids(flat)
     check_token_range(flat, "tokens")
-    return np.ascontiguousarray(flat, dtype=np.int32), offsets
+    return np.ascontiguousarray(flat, dtype=np.int32), offsets[:-1], offsets[1:]
+
+
+def _check_ids(arr: np.ndarray) -> None:
+    if arr.dtype.kind not in "iu" or arr.dtype == np.bool_:
+        raise InvalidTokensError(f"tokens must be integer ids, got dtype {arr.dtype}")
 
 
 def _joined(arrays: Any) -> np.ndarray | None:
@@ -323,6 +345,7 @@ def drive_batch(batch: BatchDrafter, stream: np.ndarray, n: int) -> None:
     tokens, lengths = batch.draft(ids)
     batch.accept(ids, tokens, lengths)
     batch.accept(ids, [stream[i + 60 : i + 62] for i in ids])
+    batch.accept(ids, np.zeros((n, 2), dtype=np.int64), np.zeros(n, dtype=np.int64))  # numpy's ints
     table = np.stack([stream[i : i + 90] for i in ids]).astype(np.int32)
     batch.sync(ids, table, np.full(n, 90))
     batch.rewind(0, 3)

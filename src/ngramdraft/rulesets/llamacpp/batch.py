@@ -152,11 +152,11 @@ class LlamaCppBatch(BatchDrafter):
         entries (as :meth:`draft` returns them).
         """
         rows = self._rows(seq_ids)
-        flat, offsets = flatten_tokens(tokens, lengths, len(rows))
+        flat, starts, ends = flatten_tokens(tokens, lengths, len(rows))
         status = np.empty(len(rows), dtype=np.int64)
-        args = (self._states, rows, flat, offsets, status)
+        args = (self._states, rows, flat, starts, ends, status)
         on_threads(len(rows), accept_rows, accept_rows_parallel, *args)
-        self._grow_and_go_on(seq_ids, status, lambda i: flat[offsets[i] : offsets[i + 1]])
+        self._grow_and_go_on(seq_ids, status, lambda i: flat[starts[i] : ends[i]])
 
     def sync(
         self,

@@ -74,10 +74,10 @@ def draft_rows_parallel(states, rows, out, lengths, n_threads):
 
 
 @njit(cache=True, nogil=True)
-def _accept_span(states, rows, tokens, offsets, status, lo, hi):
+def _accept_span(states, rows, tokens, starts, ends, status, lo, hi):
     for i in range(lo, hi):
         state = states[rows[i]]
-        a, b = offsets[i], offsets[i + 1]
+        a, b = starts[i], ends[i]
         if state[N] + (b - a) > state[SEQ + 1]:
             status[i] = NEED_ROOM
             continue
@@ -85,23 +85,23 @@ def _accept_span(states, rows, tokens, offsets, status, lo, hi):
 
 
 @njit(cache=True, nogil=True)
-def accept_rows(states, rows, tokens, offsets, status):
-    """accept_state for states[rows[i]] with tokens[offsets[i]:offsets[i+1]], where it fits.
+def accept_rows(states, rows, tokens, starts, ends, status):
+    """accept_state for states[rows[i]] with tokens[starts[i]:ends[i]], where it fits.
 
     status[i] is -1 for a row done, else what accept_state returned, or
     NEED_ROOM when the row's sequence buffer is too short: the caller makes
     room for those rows and accepts them again; the others are done.
     """
-    _accept_span(states, rows, tokens, offsets, status, np.int64(0), rows.shape[0])
+    _accept_span(states, rows, tokens, starts, ends, status, np.int64(0), rows.shape[0])
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def accept_rows_parallel(states, rows, tokens, offsets, status, n_threads):
+def accept_rows_parallel(states, rows, tokens, starts, ends, status, n_threads):
     """accept_rows over n_threads threads, a contiguous share of rows each (rows distinct)."""
     n = rows.shape[0]
     for t in prange(n_threads):
         lo, hi = n * t // n_threads, n * (t + 1) // n_threads
-        _accept_span(states, rows, tokens, offsets, status, lo, hi)
+        _accept_span(states, rows, tokens, starts, ends, status, lo, hi)
 
 
 @njit(cache=True, nogil=True)

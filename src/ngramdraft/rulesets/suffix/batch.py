@@ -119,17 +119,17 @@ class SuffixBatch(BatchDrafter):
     ) -> None:
         """Append each sequence's verified tokens, as BatchDrafter.accept."""
         drafters = self._drafters(seq_ids)
-        flat, offsets = flatten_tokens(tokens, lengths, len(drafters))
+        flat, starts, ends = flatten_tokens(tokens, lengths, len(drafters))
         if self._per_row:
             for i, drafter in enumerate(drafters):
-                drafter.accept(flat[offsets[i] : offsets[i + 1]])
+                drafter.accept(flat[starts[i] : ends[i]])
             return
         status = np.full(len(drafters), DONE, dtype=np.int64)
         with self.dynamic.lock:
-            args = (_states(drafters), flat, offsets, status)
+            args = (_states(drafters), flat, starts, ends, status)
             on_threads(len(drafters), accept_rows, accept_rows_parallel, *args)
         for i in left_over(status):  # grown, then accepted alone
-            drafters[i].finish_accept(flat[offsets[i] : offsets[i + 1]])
+            drafters[i].finish_accept(flat[starts[i] : ends[i]])
 
     def sync(
         self,

@@ -47,11 +47,11 @@ def draft_rows_parallel(states, out, lengths, n_threads):
 
 
 @njit(cache=True, nogil=True)
-def _accept_span(states, flat, offsets, status, lo, hi):
+def _accept_span(states, flat, starts, ends, status, lo, hi):
     for i in range(lo, hi):
         st = int64s(states, 2 * i)
         seq, _, _, seq_h = positions_at(st, SEQ_INDEX)
-        new = flat[offsets[i] : offsets[i + 1]]
+        new = flat[starts[i] : ends[i]]
         if seq_h[POSITIONS_N] + new.shape[0] > seq.shape[0]:
             status[i] = NEED_ROOM
         else:
@@ -60,20 +60,21 @@ def _accept_span(states, flat, offsets, status, lo, hi):
 
 
 @njit(cache=True, nogil=True)
-def accept_rows(states, flat, offsets, status):
+def accept_rows(states, flat, starts, ends, status):
     """``accept_step`` for many sequences in one call: sequence i's new tokens are
-    flat[offsets[i]:offsets[i + 1]] (the sequences distinct); status DONE, or NEED_ROOM
-    where the sequence's index has no room for them (the caller grows it and accepts
-    them)."""
-    _accept_span(states, flat, offsets, status, np.int64(0), offsets.shape[0] - 1)
+    flat[starts[i]:ends[i]] (the sequences distinct); status DONE, or NEED_ROOM where
+    the sequence's index has no room for them (the caller grows it and accepts them)."""
+    _accept_span(states, flat, starts, ends, status, np.int64(0), starts.shape[0])
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def accept_rows_parallel(states, flat, offsets, status, n_threads):
+def accept_rows_parallel(states, flat, starts, ends, status, n_threads):
     """``accept_rows`` over n_threads threads, a contiguous share of the sequences each."""
-    n = offsets.shape[0] - 1
+    n = starts.shape[0]
     for t in prange(n_threads):
-        _accept_span(states, flat, offsets, status, n * t // n_threads, n * (t + 1) // n_threads)
+        _accept_span(
+            states, flat, starts, ends, status, n * t // n_threads, n * (t + 1) // n_threads
+        )
 
 
 @njit(cache=True, nogil=True)
