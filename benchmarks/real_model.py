@@ -48,7 +48,9 @@ spent inside llama.cpp's ``llama_decode`` (what the loop, the host's Python and
 the drafter take is the rest). Every output is compared with ``none``'s of the same
 round; where one differs, the first differing position and the plain model's
 logit margin between the two tokens there (computed again as plain decoding
-computed it: the prompt in one go, then each token alone) are reported.
+computed it: the prompt in one go, then each token alone; a session's later
+request has its whole prompt in one go, where the plain run reused its
+earlier requests' state) are reported.
 
 ``--quantizations Q8_0,F16`` adds the same model requantized here with
 llama.cpp's quantizer (``llama_model_quantize``, from the shipped Q4_K_M),
