@@ -5,6 +5,7 @@ the navigation leaves out, and an API reference entry whose object is gone.
 """
 
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -45,6 +46,33 @@ def test_ci_runs_the_readmes_test_command_word_for_word():
     test_command = next(c for c in commands if "pytest" in c)
     ci = (REPO / ".ci" / "run").read_text().splitlines()
     assert test_command in ci, "the README's test command is not .ci/run's"
+
+
+def test_the_readmes_main_job_prints_what_the_readme_says(cli, tmp_path):
+    """The README's first command, run as written but for where the cache goes; its
+    figures are the ones the README tells a newcomer to expect."""
+    readme = (REPO / "README.md").read_text()
+    job = next(c for c in re.findall(r"```sh\n(.*?)\n```", readme, re.S) if "replay" in c)
+    steps = [shlex.split(step) for step in job.split("&&")]
+    assert steps[0][:2] == ["pip", "install"]
+    out = ""
+    for argv in steps[1:]:
+        assert argv[0] == "ngramdraft"
+        args: list[object] = []
+        for arg in argv[1:]:
+            if "*" in arg:
+                args += sorted(REPO.glob(arg))
+            elif arg.endswith(".ngd"):
+                args.append(tmp_path / "cache.ngd")
+            else:
+                args.append(REPO / arg if (REPO / arg).exists() else arg)
+        status, out, err = cli(*args)
+        assert status == 0, err
+    per_pass = float(re.search(r"([\d.]+) tokens per pass", out)[1])
+    accept = float(re.search(r"accept\s*= ([\d.]+)%", out)[1])
+    said = re.search(r"about ([\d.]+) tokens per forward pass and (\d+)% of drafted", readme)
+    assert said, "the README no longer says what the main job prints"
+    assert (float(said[1]), int(said[2])) == (round(per_pass, 2), round(accept))
 
 
 CITED = re.compile(r"benchmarks/results/[\w./-]+?(?:\{[\w,]+\}|\.\w+)(?=[`\s),;:]|$)")
