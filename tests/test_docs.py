@@ -1,4 +1,5 @@
-"""The documentation: the site builds with nothing broken, and the README stays short.
+"""The documentation: the site builds with nothing broken, the README stays short, and what
+it tells a newcomer to run prints what it says.
 
 ``mkdocs build --strict`` fails on a link to a missing page or anchor, a page
 the navigation leaves out, and an API reference entry whose object is gone.
