@@ -482,13 +482,12 @@ def first_difference(
     )
     if position is None:
         return None
-    lib = _llama_cpp()
+    # The decoder's batches are the host's own eval's: the last position's logits only.
+    decoder = decoder_of(llama)
     llama.reset()
-    llama.eval(list(prompt_tokens))
+    logits = decoder.prompt(list(prompt_tokens))[0]
     for token in plain_tokens[:position]:
-        llama.eval([token])
-    row = lib.llama_get_logits_ith(llama.ctx, -1)
-    logits = np.ctypeslib.as_array(row, shape=(llama.n_vocab(),))
+        logits = decoder.decode([token], 1)[0]
     a, b = plain_tokens[position], other_tokens[position]
     top2 = np.sort(logits)[-2:]
     return Divergence(
