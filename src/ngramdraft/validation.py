@@ -54,8 +54,13 @@ def check_token_range(arr: np.ndarray, name: str = "tokens", base: int = 0) -> N
     if within(arr, 0, None if arr.dtype == np.int32 else TOKEN_MAX):
         return
     bad = int(np.flatnonzero((arr < 0) | (arr > TOKEN_MAX))[0])
-    raise InvalidTokensError(
-        f"{name}[{base + bad}] = {int(arr[bad])} is not a token id (ids are 0 .. {TOKEN_MAX})"
+    raise not_a_token(f"{name}[{base + bad}]", int(arr[bad]))
+
+
+def not_a_token(where: str, value: int, why: str = "") -> InvalidTokensError:
+    """The error naming the id ``value`` found at ``where`` (``why``: what else to say)."""
+    return InvalidTokensError(
+        f"{where} = {value} is not a token id (ids are 0 .. {TOKEN_MAX}{'; ' + why if why else ''})"
     )
 
 

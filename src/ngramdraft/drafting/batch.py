@@ -20,7 +20,7 @@ import numpy as np
 
 from ..errors import InvalidParameterError, InvalidTokensError, UnknownSequenceError
 from ..kernels.padded import first_bad_id
-from ..validation import TOKEN_MAX, check_token_range, within
+from ..validation import check_token_range, not_a_token, within
 from .drafter import practice_tokens, uncopyable
 from .rulesets import rule_set
 
@@ -232,10 +232,8 @@ def flatten_tokens(
         bad = first_bad_id(flat, starts, ends)
         if bad >= 0:
             r, c = divmod(int(bad), width)
-            raise InvalidTokensError(
-                f"tokens[{r}, {c}] = {table[r, c]} is not a token id "
-                f"(ids are 0 .. {TOKEN_MAX}; row {r} holds lengths[{r}] = {lengths[r]})"
-            )
+            why = f"row {r} holds lengths[{r}] = {lengths[r]}"
+            raise not_a_token(f"tokens[{r}, {c}]", int(table[r, c]), why)
         return flat.astype(np.int32, copy=False), starts, ends  # padding may wrap: unread
     try:
         if len(tokens) != n:
