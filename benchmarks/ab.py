@@ -81,7 +81,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import corpora, drafters, engines, harness, servers, workloads
+from common import corpora, drafters, engines, harness, simulated, workloads
 
 # Each probe's corpus: the 2-gram cache, the suffix file, or none.
 PROBES = {
@@ -124,7 +124,7 @@ def probe(name, corpus_path, tokens_path, quick):
         return _decode_seconds(name.removeprefix("decode-"), quick)
     if name == "vllm-few":
         steps = 300 if quick else 6000
-        return servers.run_vllm("ngramdraft-vllm", FEW, steps, quick)["us_per_seq_step"]
+        return simulated.run_vllm("ngramdraft-vllm", FEW, steps, quick)["us_per_seq_step"]
     stream = np.load(tokens_path)
     if name == "finish":
         return _finish_per_sequence(stream)

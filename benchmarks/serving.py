@@ -40,7 +40,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import corpora, harness
-from common.servers import GENERATE, STATICS, Texts, accepted, run_vllm, static_path
+from common.simulated import GENERATE, STATICS, Texts, accepted, run_vllm, static_path
 
 SIZES = (1, 8, 64, 256)
 KINDS = ("batch", "batch-lists", "single")

@@ -40,6 +40,7 @@ NEEDS = {
     "e2e.py": ("engine", ("llama_cpp", "gguf")),
     "real_model.py": ("engine", ("llama_cpp",)),
     "quality.py": ("engine", ("llama_cpp",)),
+    "servers.py": ("engine", ("llama_cpp", "gguf", "fastapi")),
     "cluster_build.py": ("cluster", ("distributed",)),
     "startup.py --first": ("slow", ()),  # compiles every kernel in a new cache: minutes
 }

@@ -160,6 +160,60 @@ def test_listening_beyond_loopback_without_a_key_is_said_at_start(tiny_gguf, tmp
     assert "ngramdraft: warning: serving on 0.0.0.0" in out and "--api-key" in out
 
 
+@pytest.mark.parametrize("rules", ["llamacpp", "suffix"])
+def test_every_request_runs_ngramdraft_loop_and_temperature_zero_is_greedy(
+    tiny_gguf, tmp_path, rules
+):
+    """The host's own server keeps every position's logits (its ModelSettings' logits_all),
+    which once sent every request of `serve` to the host's loop, and applies a repeat
+    penalty of 1.1 to a request that names none. Neither may happen: greedy, streamed,
+    chat and sampled requests all run ngramdraft's loop, and `temperature: 0` alone is
+    the model's greedy output (llama-server's default, repeat_penalty 1.0)."""
+    proc, port, _ = _start(tiny_gguf, tmp_path, "--rules", rules)
+    plain = load_llama(tiny_gguf, n_ctx=2048)
+    try:
+        for prompt in PROMPTS:
+            got = _post(
+                port, "/v1/completions", {"prompt": prompt, "max_tokens": 80, "temperature": 0}
+            )
+            want = plain.create_completion(prompt, max_tokens=80, temperature=0, repeat_penalty=1.0)
+            assert got["choices"][0]["text"] == want["choices"][0]["text"]
+        chat = {"messages": [{"role": "user", "content": PROMPTS[0]}], "max_tokens": 20}
+        _post(port, "/v1/chat/completions", {**chat, "temperature": 0})
+        _post(port, "/v1/completions", {"prompt": PROMPTS[1], "max_tokens": 20, "seed": 7})
+        _stream(port, {"prompt": PROMPTS[0], "max_tokens": 20, "temperature": 0, "stream": True})
+        _, stats = _status(port, "/ngramdraft/stats")
+        assert stats["generations_host_loop"] == 0
+        assert stats["generations_ngramdraft_loop"] == len(PROMPTS) + 3
+        assert stats["drafted_tokens"] > 0
+    finally:
+        _stop(proc)
+
+
+def test_logprobs_are_refused_with_a_400_naming_the_field(server):
+    port, _ = server
+    status, body = _status(port, "/v1/completions", {"prompt": "a", "logprobs": 2})
+    assert status == 400 and body["error"]["param"] == "logprobs"
+    chat = {"messages": [{"role": "user", "content": "a"}], "logprobs": True}
+    status, body = _status(port, "/v1/chat/completions", chat)
+    assert status == 400 and body["error"]["param"] == "logprobs"
+
+
+def _stream(port, body):
+    """The text of a streamed completion, read as server-sent events."""
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    connection.request(
+        "POST", "/v1/completions", json.dumps(body), {"Content-Type": "application/json"}
+    )
+    text = ""
+    for line in connection.getresponse():
+        line = line.strip()
+        if line.startswith(b"data: ") and line != b"data: [DONE]":
+            text += json.loads(line[6:])["choices"][0]["text"]
+    connection.close()
+    return text
+
+
 def test_stats_count_drafts_since_start_at_metrics_and_in_the_log(tiny_gguf, tmp_path):
     proc, port, _ = _start(tiny_gguf, tmp_path)
     prompt = "the old man and the sea, and the man who was old"
@@ -178,7 +232,7 @@ def test_stats_count_drafts_since_start_at_metrics_and_in_the_log(tiny_gguf, tmp
 
 
 def test_sigterm_saves_every_pending_count_and_exits_cleanly(tiny_gguf, tmp_path):
-    proc, port, dynamic = _start(tiny_gguf, tmp_path, "--save-every", "3600")
+    proc, port, dynamic = _start(tiny_gguf, tmp_path, "--rules", "llamacpp", "--save-every", "3600")
     prompts = ["one two three four five six seven", "eight nine ten eleven twelve"]
     tokens = [_post(port, "/extras/tokenize", {"input": p})["tokens"] for p in prompts]
     for p in prompts:
@@ -238,7 +292,7 @@ def test_load_with_streams_and_cancellations_keeps_serving_and_loses_nothing(tin
     """Eight clients for a bounded time: mixed lengths, a third streamed, half of those dropped
     mid-stream. Every request completes or gets a clean error, memory stays bounded, and after
     SIGTERM the dynamic file holds every completed request's n-grams."""
-    proc, port, dynamic = _start(tiny_gguf, tmp_path, "--save-every", "2")
+    proc, port, dynamic = _start(tiny_gguf, tmp_path, "--rules", "llamacpp", "--save-every", "2")
     outcomes, finished, lock = [], [], threading.Lock()
     stop = time.monotonic() + 25
     rss = []

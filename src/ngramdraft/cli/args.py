@@ -47,8 +47,11 @@ def subcommand(
     return parser
 
 
-def add_cache_arguments(p: argparse.ArgumentParser, dynamic_help: str) -> None:
-    """The caches and sizes every drafting command takes, with llama.cpp's names and defaults."""
+def add_cache_arguments(
+    p: argparse.ArgumentParser, dynamic_help: str, rules: str = DEFAULT
+) -> None:
+    """The caches and sizes every drafting command takes, with llama.cpp's names and defaults
+    (``rules``: the rule set a command drafts with unless told, said in its help)."""
     p.add_argument(
         "--static",
         "-lcs",
@@ -67,9 +70,9 @@ def add_cache_arguments(p: argparse.ArgumentParser, dynamic_help: str) -> None:
     p.add_argument(
         "--rules",
         choices=tuple(RULE_SETS),
-        default=DEFAULT,
-        help="the drafting rules: llamacpp (the default, llama.cpp's bit for bit) or suffix "
-        "(opt-in: copy what followed the longest earlier match; --static then takes a "
+        default=rules,
+        help=f"the drafting rules (default: {rules}): llamacpp (llama.cpp's, bit for bit) or "
+        "suffix (copy what followed the longest earlier match; --static then takes a "
         "suffix file from `build-static --suffix`, --dynamic a requests file)",
     )
     p.add_argument(
@@ -78,7 +81,7 @@ def add_cache_arguments(p: argparse.ArgumentParser, dynamic_help: str) -> None:
         type=positive,
         metavar="N",
         help="most tokens drafted per step (default: 8, as llama.cpp; with a model and "
-        "--rules suffix, 32, the policy choosing how many to submit)",
+        "--rules suffix, 64, the policy choosing how many to submit)",
     )
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from ..drafting.policy import AdaptiveLength, CostAwareLength, Policy
+from ..drafting.rulesets import DEFAULT
 from ..errors import InvalidParameterError
 from ..files.models import MODELS, fetch_model
 from .args import add_cache_arguments, positive, subcommand
@@ -29,7 +30,7 @@ def register(sub: Any) -> None:
             "--prompt-file request.txt --compare",
         ],
     )
-    _add_model_arguments(g)
+    _add_model_arguments(g, DEFAULT)
     prompt = g.add_mutually_exclusive_group(required=True)
     prompt.add_argument("-p", "--prompt", metavar="TEXT", help="the prompt")
     prompt.add_argument("-f", "--prompt-file", metavar="FILE", help="read the prompt from FILE")
@@ -60,15 +61,33 @@ def register(sub: Any) -> None:
         "serve",
         "OpenAI-compatible server (llama-cpp-python's) drafting with ngramdraft",
         "Serve a GGUF model over llama-cpp-python's OpenAI-compatible API (/v1/completions, "
-        "/v1/chat/completions), drafting with ngramdraft; one request at a time, one shared "
-        "dynamic cache. Drafting figures since start: GET /metrics (Prometheus) and "
+        "/v1/chat/completions), drafting with ngramdraft through its own verification loop; "
+        "one request at a time, one shared dynamic cache. By default the fastest "
+        "configuration measured (benchmarks/servers.py): the suffix rules, drafts of up to "
+        "64 tokens, each cut to what this model's measured pass costs make worth it; "
+        "--rules llamacpp --no-policy drafts as llama.cpp does. A sampling field a request "
+        "leaves out takes llama-server's default (repeat_penalty 1.0, so temperature 0 is "
+        "greedy). Drafting figures since start: GET /metrics (Prometheus) and "
         "/ngramdraft/stats (JSON). SIGTERM or Ctrl-C saves every pending count and exits.",
         [
             "ngramdraft serve model.gguf --static wiki.ngd --dynamic seen.ngd --port 8000",
             "NGRAMDRAFT_API_KEY=secret ngramdraft serve model.gguf --host 0.0.0.0",
         ],
     )
-    _add_model_arguments(s)
+    _add_model_arguments(s, "suffix")
+    s.add_argument(
+        "--no-draft",
+        action="store_true",
+        help="serve without drafting (the same server and loop settings: a baseline)",
+    )
+    s.add_argument(
+        "-fa",
+        "--flash-attn",
+        choices=("on", "off"),
+        default="on",
+        help="llama.cpp's flash attention (default: on, as llama-server's 'auto' chooses on a "
+        "CPU: its greedy answers are then llama-server's, and long prompts cost less)",
+    )
     s.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
     s.add_argument("--port", type=positive, default=8000, help="port (default: 8000)")
     s.add_argument(
@@ -87,13 +106,15 @@ def register(sub: Any) -> None:
     s.set_defaults(run=serve_command)
 
 
-def _add_model_arguments(p: argparse.ArgumentParser) -> None:
+def _add_model_arguments(p: argparse.ArgumentParser, rules: str) -> None:
     p.add_argument(
         "model",
         metavar="MODEL",
         help=f"a GGUF model file, or a trained model by name, fetched once ({', '.join(MODELS)})",
     )
-    add_cache_arguments(p, "dynamic cache: loaded if it exists, saved as sequences finish")
+    add_cache_arguments(
+        p, "dynamic cache: loaded if it exists, saved as sequences finish", rules=rules
+    )
     policies = p.add_mutually_exclusive_group()
     policies.add_argument(
         "--adaptive",
@@ -119,7 +140,8 @@ def _add_model_arguments(p: argparse.ArgumentParser) -> None:
         "--threads",
         type=positive,
         metavar="N",
-        help="CPU threads (default: llama.cpp's choice)",
+        help="CPU threads, for decoding and for prompts (default: this machine's physical "
+        "cores, as llama.cpp's own tools)",
     )
 
 
@@ -157,7 +179,7 @@ def generate_command(args: argparse.Namespace) -> None:
     else:
         text = args.prompt
     path = model_file(args.model)
-    settings = {"n_ctx": args.n_ctx, **({"n_threads": args.threads} if args.threads else {})}
+    settings = {"n_ctx": args.n_ctx, **_threads(args)}
     draft = _draft_model(args)
     llama = engine.load_llama(path, draft_model=draft, **settings)
     if args.chat:
@@ -240,10 +262,18 @@ def serve_command(args: argparse.Namespace) -> None:
 
     serve(
         model_file(args.model),
-        draft_model=_draft_model(args, save_every=args.save_every),
+        draft_model=None if args.no_draft else _draft_model(args, save_every=args.save_every),
         host=args.host,
         port=args.port,
         api_key=args.api_key,
         n_ctx=args.n_ctx,
-        **({"n_threads": args.threads} if args.threads else {}),
+        flash_attn=args.flash_attn == "on",
+        **_threads(args),
     )
+
+
+def _threads(args: argparse.Namespace) -> dict[str, int]:
+    from ..integrations.llama_cpp import physical_cores
+
+    n = args.threads or physical_cores()
+    return {"n_threads": n, "n_threads_batch": n}

@@ -26,6 +26,7 @@ import inspect
 import os
 import platform
 import time
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
@@ -193,6 +194,21 @@ def _cpu_model() -> str:
     return ""
 
 
+def physical_cores() -> int:
+    """The CPU cores of this machine, hyperthreads counted once: llama.cpp's own default
+    thread count (its ``cpu_get_num_physical_cores``: the distinct thread-sibling sets).
+
+    llama-cpp-python's default is half the logical CPUs, one thread on a 2-core machine,
+    which decodes at about half the speed llama-server's default does there.
+    """
+    siblings = set()
+    for cpu in range(os.cpu_count() or 1):
+        path = f"/sys/devices/system/cpu/cpu{cpu}/topology/thread_siblings"
+        with contextlib.suppress(OSError), open(path) as f:
+            siblings.add(f.read().strip())
+    return len(siblings) or os.cpu_count() or 1
+
+
 def sizes_timed_at_load(n_draft: int) -> list[int]:
     """The pass sizes :meth:`NgramDraftModel.time_passes` times for drafts of up to
     ``n_draft`` tokens: powers of two, and a whole draft's pass (n_draft + 1) unless
@@ -277,13 +293,19 @@ def drafting_llama() -> type:
             super().__init__(*args, **kwargs)
             self.draft_model = draft_model
 
+        def drafts_in_own_loop(self) -> bool:
+            """Whether ``generate`` verifies drafts with ngramdraft's loop: a draft model set,
+            and a model whose logits and state that loop can serve."""
+            return self.draft_model is not None and not (
+                self._logits_all or self._is_recurrent or self._is_hybrid
+            )
+
         def generate(self, *args: Any, **kwargs: Any) -> Any:
-            if (
-                self.draft_model is None
-                or self._logits_all
-                or self._is_recurrent
-                or (self._is_hybrid)
-            ):
+            loop = "ngramdraft" if self.drafts_in_own_loop() else "host"
+            # Counted so that a server can say (and a test hold) which loop its requests ran;
+            # kept in __dict__, as a Llama made before it became a DraftingLlama has none.
+            self.__dict__.setdefault("generations", Counter())[loop] += 1
+            if loop == "host":
                 return host_generate(self, *args, **kwargs)
             bound = signature.bind(self, *args, **kwargs)
             settings = dict(bound.arguments)
@@ -343,6 +365,13 @@ def chat_prompt(llama: Any, messages: list[dict[str, str]]) -> list[int]:
     What ``create_chat_completion`` feeds the model for the same messages, the
     generation prompt added; a model without a template is a named error.
     """
+    text, added_special = chat_text(llama, messages)
+    return list(llama.tokenize(text.encode("utf-8"), add_bos=not added_special, special=True))
+
+
+def chat_text(llama: Any, messages: list[dict[str, str]]) -> tuple[str, bool]:
+    """Chat ``messages`` rendered by the model's own chat template, as text a completion
+    request can send, and whether the template wrote the model's BOS itself."""
     template = llama.metadata.get("tokenizer.chat_template")
     if not template:
         raise ModelFileError(
@@ -358,8 +387,7 @@ def chat_prompt(llama: Any, messages: list[dict[str, str]]) -> list[int]:
         bos_token=vocab.token_get_text(bos) if bos != -1 else "",
     )
     rendered = formatter(messages=messages)
-    text = rendered.prompt.encode("utf-8")
-    return list(llama.tokenize(text, add_bos=not rendered.added_special, special=True))
+    return rendered.prompt, bool(rendered.added_special)
 
 
 def measure_pass_cost(

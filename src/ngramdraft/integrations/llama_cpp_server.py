@@ -40,7 +40,7 @@ from typing import Any
 from ..errors import NgramdraftWarning
 from ..files.kinds import check_gguf
 from ..optional import require
-from .llama_cpp import NgramDraftModel, drafting_llama
+from .llama_cpp import DraftStats, NgramDraftModel, drafting_llama
 
 log = logging.getLogger("ngramdraft.server")
 
@@ -100,7 +100,7 @@ class RequestCheck:
                 return
             if not message.get("more_body", False):
                 break
-        problem = _problem(body, model)
+        body, problem = _checked(body, model)
         if problem is not None:
             await _answer(send, *problem, b"application/json")
             return
@@ -152,14 +152,24 @@ class OnShutdown:
         await self.app(scope, watched, send)
 
 
-def _problem(body: bytes, model: Any) -> tuple[int, bytes] | None:
-    """(status, error body) for a body the host would fail on, else None."""
+# What a client that leaves a sampling field out gets, where the host's default is not
+# llama-server's: llama-cpp-python's server applies a repeat penalty of 1.1, so that a
+# request sending only `temperature: 0` was not greedy, and drafts copying the prompt
+# were refused. llama-server's default is 1.0, and so is this server's.
+DEFAULTS = {"repeat_penalty": 1.0}
+
+
+def _checked(body: bytes, model: Any) -> tuple[bytes, tuple[int, bytes] | None]:
+    """(the body the host gets, None), or (body, (status, error body)) for one it must not.
+
+    A valid body gains :data:`DEFAULTS` for the fields it leaves out.
+    """
     try:
         data = json.loads(body)
     except (ValueError, UnicodeDecodeError) as e:
-        return 400, _error_body(400, f"the request body is not JSON ({e})")
+        return body, (400, _error_body(400, f"the request body is not JSON ({e})"))
     if not isinstance(data, dict):
-        return 400, _error_body(400, "the request body must be a JSON object")
+        return body, (400, _error_body(400, "the request body must be a JSON object"))
     try:
         model(**data)
     except ValueError as e:  # pydantic's ValidationError is one
@@ -167,8 +177,18 @@ def _problem(body: bytes, model: Any) -> tuple[int, bytes] | None:
         first = errors[0] if errors else {}
         param = ".".join(str(p) for p in first.get("loc", ())) or None
         message = f"{param}: {first.get('msg')}" if first else str(e)
-        return 422, _error_body(422, message, param)
-    return None
+        return body, (422, _error_body(422, message, param))
+    if data.get("logprobs") or data.get("top_logprobs"):
+        param = "logprobs" if data.get("logprobs") else "top_logprobs"
+        message = (
+            f"{param}: not served here: the server computes logits only where drafts are "
+            "verified, not at every position; ask without logprobs"
+        )
+        return body, (400, _error_body(400, message, param))
+    missing = {k: v for k, v in DEFAULTS.items() if k not in data}
+    if missing:
+        body = json.dumps({**data, **missing}).encode()
+    return body, None
 
 
 def _prometheus(stats: dict[str, float]) -> str:
@@ -196,23 +216,38 @@ def create_app(
     settings = require("llama_cpp.server.settings", "server", "ngramdraft serve")
     types = require("llama_cpp.server.types", "server", "ngramdraft serve")
     path = check_gguf(model_path)
-    model = settings.ModelSettings(model=str(path), **model_settings)
+    # logits_all: the host's server keeps every position's logits by default (for
+    # logprobs), and a DraftingLlama with them hands every request to the host's loop.
+    model = settings.ModelSettings(model=str(path), logits_all=False, **model_settings)
     server = settings.ServerSettings(
         host=host, port=port, api_key=api_key, interrupt_requests=False
     )
     app = server_app.create_app(server_settings=server, model_settings=[model])
     llama = server_app._llama_proxy()  # the model create_app just loaded (the only one)
+    llama.__class__ = drafting_llama()
+    llama.draft_model = draft_model
+    if draft_model is not None and not llama.drafts_in_own_loop():
+        # The host's loop would need every position's logits, which this server does not
+        # keep; a recurrent model's state cannot roll a rejected draft back.
+        warnings.warn(
+            f"{path.name}: a recurrent or hybrid model cannot roll a draft back: serving "
+            "without drafting",
+            NgramdraftWarning,
+            stacklevel=2,
+        )
+        llama.draft_model = draft_model = None
     if isinstance(draft_model, NgramDraftModel):
         draft_model.check_model(llama)
-    llama.__class__ = drafting_llama()
-    if isinstance(draft_model, NgramDraftModel):
         draft_model.time_passes(llama)
-    llama.draft_model = draft_model
 
     def stats() -> dict[str, float]:
-        if isinstance(draft_model, NgramDraftModel):
-            return draft_model.stats.as_dict()
-        return {}
+        drafted = draft_model.stats if isinstance(draft_model, NgramDraftModel) else DraftStats()
+        loops = llama.__dict__.get("generations", {})
+        return {
+            **drafted.as_dict(),
+            "generations_ngramdraft_loop": loops.get("ngramdraft", 0),
+            "generations_host_loop": loops.get("host", 0),
+        }
 
     guarded = {"dependencies": [fastapi.Depends(server_app.authenticate)]}
     app.add_api_route("/ngramdraft/stats", stats, methods=["GET"], **guarded)

@@ -6,8 +6,10 @@ from .drafter import SuffixDrafter as DRAFTER
 from .replay import replay
 
 # A match copies long stretches, and an engine verifies them at a cost it
-# learns (CostAwareLength): drafting up to 32 lets it submit what pays.
-ENGINE_N_DRAFT = 32
+# learns (CostAwareLength): drafting up to 64 lets it submit what pays. On an
+# edit llama-server's ngram-mod submits 48-64 tokens, nearly all accepted; at
+# 32 a draft's pass was the cap (docs/serving.md, "Against llama-server").
+ENGINE_N_DRAFT = 64
 
 
 def engine_policy() -> CostAwareLength:
