@@ -53,7 +53,7 @@ checkouts must have:
   (``common/drafters.py``) over the ``edit`` workload (10,000 output tokens),
   where the substitutions it learns are applied: us per output token.
 * ``llama-load``: ``load_llama`` of Qwen2.5-Coder-0.5B-Instruct (Q4_K_M;
-  SmolLM2-135M in a smoke run) with a ``rules="suffix"`` ``NgramDraftModel``,
+  a tiny random model in a smoke run) with a ``rules="suffix"`` ``NgramDraftModel``,
   whose policy times passes at load, as ``real_model.py`` loads it: seconds,
   the model loaded once untimed before (the file in the page cache). A
   checkout that keeps the timings (``ngramdraft.files.passtimes``) reads
@@ -104,7 +104,6 @@ PROBES = {
     "llama-load": None,
     **{f"decode-{w}": None for w in workloads.CHATS},
 }
-LOAD_MODELS = {False: "qwen2.5-coder-0.5b-instruct", True: "smollm2-135m-instruct"}
 # A smoke run's probes, short ones; the test suite runs the load and a decode apart (they need
 # an engine).
 SMOKE_PROBES = "drafter,suffix-batch,llama-load,decode-apply-edit"
@@ -163,10 +162,15 @@ def probe(name, corpus_path, tokens_path, quick):
     return _per_row(BatchDrafter(static=static, max_seqs=size), stream, quick, size=size)
 
 
+def _model(smoke):
+    """The trained model the load and decode probes run, or a smoke run's tiny random one."""
+    return str(engines.smoke_gguf()) if smoke else "qwen2.5-coder-0.5b-instruct"
+
+
 def _load_seconds(smoke):
     """Seconds of real_model's "suffix" load: load_llama with a suffix-rules NgramDraftModel
     (passes timed at load, or read where an earlier load kept them)."""
-    engine = engines.LlamaCpp(LOAD_MODELS[smoke])
+    engine = engines.LlamaCpp(_model(smoke))
     engine.load("none").llama.close()  # the file read once, untimed
     t0 = time.perf_counter()
     engine.load("suffix")
@@ -175,7 +179,7 @@ def _load_seconds(smoke):
 
 def _decode_seconds(workload, smoke):
     """Seconds of decode of real_model's "suffix" drafter over a workload's requests."""
-    answering = engines.LlamaCpp(LOAD_MODELS[smoke]).load("suffix")
+    answering = engines.LlamaCpp(_model(smoke)).load("suffix")
     sessions = workloads.chat(workload, smoke)
     return sum(a.decode_s for _, _, a in workloads.answered(answering, sessions))
 

@@ -39,7 +39,6 @@ from common import corpora, edits, engines, harness
 
 WINDOW = 512
 TEXTS = ("code", "prose")
-SMOKE_MODEL = "smollm2-135m-instruct"
 
 
 def text(kind: str, n_chars: int) -> str:
@@ -156,7 +155,8 @@ def main():
     started = time.time()
     width = WINDOW
     if args.smoke:
-        args.models, args.quantizations, args.windows, width = SMOKE_MODEL, "Q8_0", 1, 128
+        smoke_model = str(engines.smoke_gguf())  # seconds, where a trained model takes minutes
+        args.models, args.quantizations, args.windows, width = smoke_model, "Q8_0", 1, 128
     models = []
     for model in args.models.split(","):
         shipped = engines.gguf(model)

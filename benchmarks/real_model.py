@@ -73,8 +73,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import drafters, engines, harness, peers, workloads
 
-SMOKE_MODEL = "smollm2-135m-instruct"
-
 
 def _engine(spec):
     return engines.ENGINES[spec["engine"]](spec["model"], spec.get("quantization"))
@@ -328,9 +326,9 @@ def main():
     if harness.worker_main(args, work):
         return
     engine = engines.ENGINES[args.engine]
-    if args.smoke:  # the smallest trained model, short answers, one round
+    if args.smoke:  # a tiny random model, short answers, one round
         args.rounds = 1
-        args.models = args.models or SMOKE_MODEL
+        args.models = args.models or str(engines.smoke_gguf())
         args.workloads = args.workloads or "records,session"
         args.drafters = args.drafters or ",".join((*engine.drafters[:2], "llamacpp", "suffix"))
     args.models = args.models or "qwen2.5-coder-0.5b-instruct"

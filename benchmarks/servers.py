@@ -43,7 +43,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from common import corpora, engines, harness, workloads
+from common import engines, harness, workloads
 
 DEFAULT_LLAMA_SERVER = (
     Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
@@ -193,14 +193,12 @@ class Server:
 
 def renderer(model):
     """A function from chat messages to the prompt text both servers read: the model's own
-    chat template (a plain join for a model without one: the smoke run's random model)."""
+    chat template."""
     import llama_cpp
 
     from ngramdraft.integrations.llama_cpp import chat_text
 
     llama = llama_cpp.Llama(str(model), vocab_only=True, verbose=False)
-    if not llama.metadata.get("tokenizer.chat_template"):
-        return lambda messages: "\n\n".join(m["content"] for m in messages) + "\n\n"
     return lambda messages: chat_text(llama, messages)[0]
 
 
@@ -285,7 +283,8 @@ def _order(config):
 
 def divergences(runs, model_paths, base):
     """Where an output first parts from ``base``'s for the same prompt, the plain model's
-    logits of the two tokens there (a plain llama_cpp.Llama of the same file)."""
+    logits of the two tokens there (a plain llama_cpp.Llama of the same file, with
+    llama-server's flash attention)."""
     from ngramdraft.integrations.llama_cpp import first_difference, plain_llama
 
     plain = {(r["round"], r["model"]): r for r in runs if r["config"] == base}
@@ -298,7 +297,13 @@ def divergences(runs, model_paths, base):
             if x["text"] == y["text"] or x["prompt"] != y["prompt"]:
                 continue
             if r["model"] not in llamas:
-                llamas[r["model"]] = plain_llama(model_paths[r["model"]], n_ctx=engines.N_CTX)
+                llamas[r["model"]] = plain_llama(
+                    model_paths[r["model"]],
+                    n_ctx=engines.N_CTX,
+                    flash_attn=True,  # llama-server's numerics: its `auto` turns it on
+                    n_threads=engines.THREADS,
+                    n_threads_batch=engines.THREADS,
+                )
             llama = llamas[r["model"]]
             tokens = [
                 llama.tokenize(t.encode(), add_bos=False, special=False)
@@ -383,18 +388,6 @@ def markdown(result):
     return "\n".join(lines)
 
 
-def _smoke_model():
-    sys.path.insert(0, str(harness.REPO / "tests"))  # the tests' model writer
-    from random_gguf import write_random_gguf
-
-    path = corpora.DATA / "models" / "servers-smoke.gguf"
-    if not path.exists():
-        path.parent.mkdir(parents=True, exist_ok=True)
-        write_random_gguf(path.with_suffix(".part"))
-        path.with_suffix(".part").replace(path)
-    return path
-
-
 def main():
     ap = harness.parser(__doc__.splitlines()[0], rounds=2)
     ap.add_argument("--models", help=f"model names or GGUF paths (default {MODELS})")
@@ -412,7 +405,7 @@ def main():
         args.rounds, args.max_tokens = 1, args.max_tokens or 16
         args.workloads = args.workloads or "apply-edit,records"
         configs = [c for c in configs if c in SMOKE_CONFIGS]
-        paths = {"random tiny": _smoke_model()}
+        paths = {"random tiny": engines.smoke_gguf()}
     else:
         paths = {m: engines.gguf(m) for m in (args.models or MODELS).split(",")}
     if binary is None:

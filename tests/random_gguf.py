@@ -222,6 +222,14 @@ def sentencepiece_vocab(n_vocab):
     return tokens, scores, types
 
 
+# A chat template of the simplest kind, so that chat completions and the benchmarks'
+# smoke runs render messages as they do for a trained model.
+CHAT_TEMPLATE = (
+    "{% for m in messages %}<|{{ m['role'] }}|>\n{{ m['content'] }}\n{% endfor %}"
+    "{% if add_generation_prompt %}<|assistant|>\n{% endif %}"
+)
+
+
 def write_random_gguf(path, shape=TINY, *, quantization="F32", seed=0, name="ngramdraft-random"):
     """Write a llama-architecture GGUF with random weights of ``shape`` to ``path``.
 
@@ -261,6 +269,7 @@ def write_random_gguf(path, shape=TINY, *, quantization="F32", seed=0, name="ngr
     w.add_bos_token_id(1)
     w.add_eos_token_id(2)
     w.add_add_bos_token(True)
+    w.add_chat_template(CHAT_TEMPLATE)
 
     def matrix(name, rows, cols, scale=None):
         a = rng.standard_normal((rows, cols), dtype=np.float32)

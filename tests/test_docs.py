@@ -41,6 +41,22 @@ def test_every_docs_page_is_in_the_navigation():
     assert {p for p in pages if p not in yml} == set()
 
 
+def test_the_command_line_page_lists_every_command():
+    """docs/cli.md's synopsis once left out `tokenize`."""
+    from ngramdraft.cli.parser import parser
+
+    subparsers = next(a for a in parser()._actions if a.dest == "command")
+    page = (REPO / "docs" / "cli.md").read_text()
+    synopsis = re.search(r"```sh\n(.*?)\n```", page, re.S).group(1)
+    missing = [c for c in subparsers.choices if f"ngramdraft {c} " not in synopsis]
+    assert not missing, f"docs/cli.md's synopsis leaves out {missing}"
+
+
+def test_mkdocs_output_is_ignored():
+    """`mkdocs build` writes site/, which once showed in `git status`."""
+    assert "/site/" in (REPO / ".gitignore").read_text().splitlines()
+
+
 def test_ci_runs_the_readmes_test_command_word_for_word():
     readme = (REPO / "README.md").read_text()
     commands = re.findall(r"```sh\n(.*?)\n```", readme, re.S)
@@ -74,6 +90,19 @@ def test_the_readmes_main_job_prints_what_the_readme_says(cli, tmp_path):
     said = re.search(r"about ([\d.]+) tokens per forward pass and (\d+)% of drafted", readme)
     assert said, "the README no longer says what the main job prints"
     assert (float(said[1]), int(said[2])) == (round(per_pass, 2), round(accept))
+
+
+@pytest.mark.engine
+def test_the_readmes_llama_cpp_snippet_runs_as_written(tiny_gguf, capsys):
+    """The snippet, a tiny random model in place of the one it fetches (it once stopped on
+    `NameError: name 'request' is not defined`, after fetching a 491 MB model)."""
+    pytest.importorskip("llama_cpp")
+    readme = (REPO / "README.md").read_text()
+    code = re.search(r"<!-- llama_cpp -->\n```python\n(.*?)\n```", readme, re.S).group(1)
+    fetched = 'fetch_model("qwen2.5-coder-0.5b-instruct")'
+    assert fetched in code
+    exec(compile(code.replace(fetched, repr(str(tiny_gguf))), "README.md", "exec"), {})
+    assert capsys.readouterr().out.strip()  # the reply was printed
 
 
 CITED = re.compile(r"benchmarks/results/[\w./-]+?(?:\{[\w,]+\}|\.\w+)(?=[`\s),;:]|$)")

@@ -357,12 +357,12 @@ def test_pass_costs_are_measured_per_batch_size(llama, tiny_gguf):
 
 def test_a_policy_that_learns_pass_costs_has_them_timed_at_load(tiny_gguf, prompt, reference):
     """The suffix rules' engine default learned pass costs from requests alone: where
-    answers are short the long passes stayed untimed, and whole 32-token drafts kept going
+    answers are short the long passes stayed untimed, and whole long drafts kept going
     out (a trained model's conversation: 0.84x of plain decoding in the passes it made)."""
     draft = NgramDraftModel(rules="suffix")
     llama = load_llama(tiny_gguf, draft_model=draft, n_ctx=2048)
     timed = draft.drafter.policy._timed
-    assert sorted(timed) == [1, 2, 4, 8, 16, 32] and {n for n, _ in timed.values()} == {3}
+    assert sorted(timed) == [1, 2, 4, 8, 16, 32, 64] and {n for n, _ in timed.values()} == {3}
     assert llama.n_tokens == 0  # the timing's positions are gone
     assert generate(llama, prompt, N, draft).tokens == reference
     for nothing_to_learn in (None, CostAwareLength([1.0] * 33), AdaptiveLength()):
@@ -399,7 +399,7 @@ def test_passes_timed_at_load_are_kept_and_read_at_the_next_load(tiny_gguf, tmp_
     assert len(timings) == 2 and len(list((tmp_path / "passes").glob("*.json"))) == 2
     kept[0].write_text('{"sizes": {"1": [NaN, 0.1, 0.1]}}')
     again = load()  # damaged: timed again and kept anew
-    assert len(timings) == 3 and sorted(again) == [1, 2, 4, 8, 16, 32]
+    assert len(timings) == 3 and sorted(again) == [1, 2, 4, 8, 16, 32, 64]
     assert load() == again and len(timings) == 3
 
 

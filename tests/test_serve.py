@@ -6,17 +6,13 @@ HTTP; its greedy completions must equal the engine's own without drafting.
 
 import http.client
 import json
-import os
 import random
 import re
 import signal
-import socket
 import subprocess
 import sys
 import threading
 import time
-import urllib.error
-import urllib.request
 
 import pytest
 
@@ -26,96 +22,26 @@ pytest.importorskip("uvicorn")
 
 from ngramdraft import NgramCache, RequestMemory
 from ngramdraft.integrations.llama_cpp import load_llama
+from server_client import ask, post, start, stop, stream
 
 pytestmark = pytest.mark.engine
 
 PROMPTS = ["the old man and the sea, and the man who was old", "a good book of the sea"]
 
 
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _post(port, path, body, timeout=60, key=None):
-    data = body if isinstance(body, bytes) else json.dumps(body).encode()
-    headers = {"Content-Type": "application/json"}
-    if key is not None:
-        headers["Authorization"] = f"Bearer {key}"
-    request = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=data, headers=headers)
-    with urllib.request.urlopen(request, timeout=timeout) as response:
-        return json.loads(response.read())
-
-
-def _status(port, path, body=None, key=None):
-    """(HTTP status, JSON body) of a request that may fail."""
-    try:
-        if body is None:
-            headers = {"Authorization": f"Bearer {key}"} if key else {}
-            request = urllib.request.Request(f"http://127.0.0.1:{port}{path}", headers=headers)
-            with urllib.request.urlopen(request, timeout=60) as response:
-                raw = response.read()
-                return response.status, json.loads(raw) if path != "/metrics" else raw.decode()
-        return 200, _post(port, path, body, key=key)
-    except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read() or b"null")
-
-
-def _start(tiny_gguf, tmp_path, *extra, env=None):
-    """A `ngramdraft serve` child answering on a free loopback port: (process, port, dynamic)."""
-    port = _free_port()
-    dynamic = tmp_path / "seen.ngd"
-    command = [sys.executable, "-m", "ngramdraft", "serve", str(tiny_gguf), "--dynamic",
-               str(dynamic), "--port", str(port), "-c", "2048", *extra]  # fmt: skip
-    # Output to a file, not a pipe: a pipe nobody reads fills, and the server blocks on it.
-    log = open(tmp_path / "server.log", "w+b")  # noqa: SIM115 (closed by _stop)
-    proc = subprocess.Popen(
-        command, stdout=log, stderr=subprocess.STDOUT, env={**os.environ, **(env or {})}
-    )
-    proc.log = log
-    deadline = time.monotonic() + 120
-    while True:
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/v1/models", timeout=2):
-                break
-        except urllib.error.HTTPError:  # 401: up, and wanting a key
-            break
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                proc.kill()
-                pytest.fail(f"server did not start:\n{_output(proc)}")
-            time.sleep(0.2)
-    return proc, port, dynamic
-
-
-def _output(proc):
-    proc.log.seek(0)
-    return proc.log.read().decode(errors="replace")
-
-
-def _stop(proc):
-    """SIGTERM, as a service manager stops a server; returns its exit status and output."""
-    proc.send_signal(signal.SIGTERM)
-    proc.wait(timeout=60)
-    out = _output(proc)
-    proc.log.close()
-    return proc.returncode, out
-
-
 @pytest.fixture
 def server(tiny_gguf, tmp_path):
-    proc, port, dynamic = _start(tiny_gguf, tmp_path, "--save-every", "0")
+    proc, port, dynamic = start(tiny_gguf, tmp_path, "--save-every", "0")
     yield port, dynamic
-    _stop(proc)
+    stop(proc)
 
 
-def test_completions_over_http_equal_greedy_output(server, tiny_gguf):
+def test_completions_over_http_equal_greedyoutput(server, tiny_gguf):
     port, dynamic = server
-    plain = load_llama(tiny_gguf, n_ctx=2048)
+    plain = load_llama(tiny_gguf, n_ctx=2048, flash_attn=True)  # serve's default
     for prompt in PROMPTS:
         params = {"max_tokens": 300, "temperature": 0, "repeat_penalty": 1.1}
-        got = _post(port, "/v1/completions", {"prompt": prompt, **params})
+        got = post(port, "/v1/completions", {"prompt": prompt, **params})
         want = plain.create_completion(prompt, **params)
         assert got["choices"][0]["text"] == want["choices"][0]["text"]
         assert got["usage"]["completion_tokens"] == want["usage"]["completion_tokens"] > 100
@@ -132,31 +58,32 @@ def test_malformed_requests_get_4xx_with_an_openai_error_and_the_server_goes_on(
         (completions, {"prompt": "the sea", "temperature": "hot"}, 422, "temperature"),
         (chat, {"messages": "not a list"}, 422, "messages"),
     ]:
-        got, answer = _status(port, path, body)
+        got, answer = ask(port, path, body)
         assert got == status, (body, answer)
         assert answer["error"]["type"] == "invalid_request_error" and words in json.dumps(answer)
-    got, answer = _status(port, "/v1/completions", {"prompt": "the sea", "max_tokens": 4})
+    got, answer = ask(port, "/v1/completions", {"prompt": "the sea", "max_tokens": 4})
     assert got == 200 and answer["usage"]["completion_tokens"] == 4
 
 
 def test_an_api_key_guards_every_route_and_a_bad_body_without_it_gets_401(tiny_gguf, tmp_path):
-    proc, port, _ = _start(tiny_gguf, tmp_path, env={"NGRAMDRAFT_API_KEY": "s3cret"})
+    proc, port, _ = start(tiny_gguf, tmp_path, env={"NGRAMDRAFT_API_KEY": "s3cret"})
     try:
         body = {"prompt": "the old man", "max_tokens": 3}
-        assert _status(port, "/v1/completions", body)[0] == 401
-        assert _status(port, "/v1/completions", body, key="wrong")[0] == 401
-        assert _status(port, "/v1/completions", b"{not json")[0] == 401
-        assert _status(port, "/metrics")[0] == 401
-        assert _status(port, "/v1/completions", body, key="s3cret")[0] == 200
-        assert _status(port, "/v1/completions", b"{not json", key="s3cret")[0] == 400
-        assert _status(port, "/ngramdraft/stats", key="s3cret")[0] == 200
+        assert ask(port, "/v1/completions", body)[0] == 401
+        assert ask(port, "/v1/completions", body, key="wrong")[0] == 401
+        assert ask(port, "/v1/completions", b"{not json")[0] == 401
+        assert ask(port, "/metrics")[0] == 401
+        assert ask(port, "/v1/completions", body, key="s3cret")[0] == 200
+        assert ask(port, "/v1/completions", b"{not json", key="s3cret")[0] == 400
+        assert ask(port, "/ngramdraft/stats", key="s3cret")[0] == 200
+        assert ask(port, "/health")[0] == 200  # as llama-server: probed without a key
     finally:
-        _stop(proc)
+        stop(proc)
 
 
-def test_listening_beyond_loopback_without_a_key_is_said_at_start(tiny_gguf, tmp_path):
-    proc, _, _ = _start(tiny_gguf, tmp_path, "--host", "0.0.0.0")
-    _, out = _stop(proc)
+def test_listening_beyond_loopback_without_a_key_is_said_atstart(tiny_gguf, tmp_path):
+    proc, _, _ = start(tiny_gguf, tmp_path, "--host", "0.0.0.0")
+    _, out = stop(proc)
     assert "ngramdraft: warning: serving on 0.0.0.0" in out and "--api-key" in out
 
 
@@ -169,76 +96,62 @@ def test_every_request_runs_ngramdraft_loop_and_temperature_zero_is_greedy(
     penalty of 1.1 to a request that names none. Neither may happen: greedy, streamed,
     chat and sampled requests all run ngramdraft's loop, and `temperature: 0` alone is
     the model's greedy output (llama-server's default, repeat_penalty 1.0)."""
-    proc, port, _ = _start(tiny_gguf, tmp_path, "--rules", rules)
-    plain = load_llama(tiny_gguf, n_ctx=2048)
+    proc, port, _ = start(tiny_gguf, tmp_path, "--rules", rules)
+    plain = load_llama(tiny_gguf, n_ctx=2048, flash_attn=True)  # serve's default
     try:
         for prompt in PROMPTS:
-            got = _post(
+            got = post(
                 port, "/v1/completions", {"prompt": prompt, "max_tokens": 80, "temperature": 0}
             )
             want = plain.create_completion(prompt, max_tokens=80, temperature=0, repeat_penalty=1.0)
             assert got["choices"][0]["text"] == want["choices"][0]["text"]
         chat = {"messages": [{"role": "user", "content": PROMPTS[0]}], "max_tokens": 20}
-        _post(port, "/v1/chat/completions", {**chat, "temperature": 0})
-        _post(port, "/v1/completions", {"prompt": PROMPTS[1], "max_tokens": 20, "seed": 7})
-        _stream(port, {"prompt": PROMPTS[0], "max_tokens": 20, "temperature": 0, "stream": True})
-        _, stats = _status(port, "/ngramdraft/stats")
+        post(port, "/v1/chat/completions", {**chat, "temperature": 0})
+        post(port, "/v1/completions", {"prompt": PROMPTS[1], "max_tokens": 20, "seed": 7})
+        stream(port, {"prompt": PROMPTS[0], "max_tokens": 20, "temperature": 0, "stream": True})
+        _, stats = ask(port, "/ngramdraft/stats")
         assert stats["generations_host_loop"] == 0
         assert stats["generations_ngramdraft_loop"] == len(PROMPTS) + 3
         assert stats["drafted_tokens"] > 0
     finally:
-        _stop(proc)
+        stop(proc)
 
 
 def test_logprobs_are_refused_with_a_400_naming_the_field(server):
     port, _ = server
-    status, body = _status(port, "/v1/completions", {"prompt": "a", "logprobs": 2})
+    status, body = ask(port, "/v1/completions", {"prompt": "a", "logprobs": 2})
     assert status == 400 and body["error"]["param"] == "logprobs"
     chat = {"messages": [{"role": "user", "content": "a"}], "logprobs": True}
-    status, body = _status(port, "/v1/chat/completions", chat)
+    status, body = ask(port, "/v1/chat/completions", chat)
     assert status == 400 and body["error"]["param"] == "logprobs"
-
-
-def _stream(port, body):
-    """The text of a streamed completion, read as server-sent events."""
-    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-    connection.request(
-        "POST", "/v1/completions", json.dumps(body), {"Content-Type": "application/json"}
-    )
-    text = ""
-    for line in connection.getresponse():
-        line = line.strip()
-        if line.startswith(b"data: ") and line != b"data: [DONE]":
-            text += json.loads(line[6:])["choices"][0]["text"]
-    connection.close()
-    return text
 
 
 def test_stats_count_drafts_since_start_at_metrics_and_in_the_log(tiny_gguf, tmp_path):
-    proc, port, _ = _start(tiny_gguf, tmp_path)
+    proc, port, _ = start(tiny_gguf, tmp_path)
     prompt = "the old man and the sea, and the man who was old"
     for _ in range(2):
-        _post(port, "/v1/completions", {"prompt": prompt, "max_tokens": 120, "temperature": 0})
-    _, stats = _status(port, "/ngramdraft/stats")
+        post(port, "/v1/completions", {"prompt": prompt, "max_tokens": 120, "temperature": 0})
+    _, stats = ask(port, "/ngramdraft/stats")
     assert stats["passes"] > 0 and 0 < stats["accepted_tokens"] <= stats["drafted_tokens"]
     assert stats["tokens_per_pass"] == pytest.approx(
         (stats["passes"] + stats["accepted_tokens"]) / stats["passes"], abs=1e-3
     )
-    _, metrics = _status(port, "/metrics")
-    drafted = re.search(r"^ngramdraft_drafted_tokens_total (\d+)$", metrics, re.M)
+    _, metrics = ask(port, "/metrics")
+    name = "ngramdraft:spec_decode_num_draft_tokens_total"
+    drafted = re.search(rf"^{name} (\d+)$", metrics, re.M)
     assert drafted and int(drafted.group(1)) == stats["drafted_tokens"]
-    _, out = _stop(proc)
+    _, out = stop(proc)
     assert out.count("ngramdraft: since start:") == 2
 
 
 def test_sigterm_saves_every_pending_count_and_exits_cleanly(tiny_gguf, tmp_path):
-    proc, port, dynamic = _start(tiny_gguf, tmp_path, "--rules", "llamacpp", "--save-every", "3600")
+    proc, port, dynamic = start(tiny_gguf, tmp_path, "--rules", "llamacpp", "--save-every", "3600")
     prompts = ["one two three four five six seven", "eight nine ten eleven twelve"]
-    tokens = [_post(port, "/extras/tokenize", {"input": p})["tokens"] for p in prompts]
+    tokens = [post(port, "/extras/tokenize", {"input": p})["tokens"] for p in prompts]
     for p in prompts:
-        _post(port, "/v1/completions", {"prompt": p, "max_tokens": 8, "temperature": 0})
+        post(port, "/v1/completions", {"prompt": p, "max_tokens": 8, "temperature": 0})
     assert not dynamic.exists()  # an hour between saves: everything is pending
-    status, out = _stop(proc)
+    status, out = stop(proc)
     # uvicorn shuts down, then raises SIGTERM again so that a supervisor sees it.
     assert status in (0, -signal.SIGTERM) and "Traceback" not in out, out
     saved = NgramCache.load(dynamic)
@@ -252,35 +165,35 @@ def test_the_suffix_rules_serve_greedy_output_and_save_their_requests_at_sigterm
     """`serve --rules suffix`: completions equal the engine's own, drafts are made and
     accepted, and SIGTERM writes both sequences to the requests file, which a second server
     then starts from."""
-    plain = load_llama(tiny_gguf, n_ctx=2048)
+    plain = load_llama(tiny_gguf, n_ctx=2048, flash_attn=True)  # serve's default
     params = {"max_tokens": 200, "temperature": 0, "repeat_penalty": 1.1}
     # --no-policy: what the learned costs submit depends on the machine's load.
-    proc, port, requests = _start(
+    proc, port, requests = start(
         tiny_gguf, tmp_path, "--rules", "suffix", "--no-policy", "--save-every", "3600"
     )
-    tokens = [_post(port, "/extras/tokenize", {"input": p})["tokens"] for p in PROMPTS]
+    tokens = [post(port, "/extras/tokenize", {"input": p})["tokens"] for p in PROMPTS]
     for prompt in PROMPTS:
-        got = _post(port, "/v1/completions", {"prompt": prompt, **params})
+        got = post(port, "/v1/completions", {"prompt": prompt, **params})
         assert (
             got["choices"][0]["text"]
             == plain.create_completion(prompt, **params)["choices"][0]["text"]
         )
-    _, stats = _status(port, "/ngramdraft/stats")
+    _, stats = ask(port, "/ngramdraft/stats")
     assert 0 < stats["accepted_tokens"] <= stats["drafted_tokens"]
     assert not requests.exists()  # an hour between saves: both sequences are pending
-    status, out = _stop(proc)
+    status, out = stop(proc)
     assert status in (0, -signal.SIGTERM) and "Traceback" not in out, out
     held = RequestMemory.load(requests).index.tokens
     assert (held == -1).sum() == 2
     for t in tokens:  # each prompt (after the BOS both begin with) is held whole
         assert any((held[i : i + len(t) - 1] == t[1:]).all() for i in range(len(held)))
-    proc, port, _ = _start(tiny_gguf, tmp_path, "--rules", "suffix")
+    proc, port, _ = start(tiny_gguf, tmp_path, "--rules", "suffix")
     try:
-        got = _post(port, "/v1/completions", {"prompt": PROMPTS[0], **params})
+        got = post(port, "/v1/completions", {"prompt": PROMPTS[0], **params})
         want = plain.create_completion(PROMPTS[0], **params)
         assert got["choices"][0]["text"] == want["choices"][0]["text"]
     finally:
-        _stop(proc)
+        stop(proc)
 
 
 def _rss(pid):
@@ -292,15 +205,15 @@ def test_load_with_streams_and_cancellations_keeps_serving_and_loses_nothing(tin
     """Eight clients for a bounded time: mixed lengths, a third streamed, half of those dropped
     mid-stream. Every request completes or gets a clean error, memory stays bounded, and after
     SIGTERM the dynamic file holds every completed request's n-grams."""
-    proc, port, dynamic = _start(tiny_gguf, tmp_path, "--rules", "llamacpp", "--save-every", "2")
+    proc, port, dynamic = start(tiny_gguf, tmp_path, "--rules", "llamacpp", "--save-every", "2")
     outcomes, finished, lock = [], [], threading.Lock()
-    stop = time.monotonic() + 25
+    deadline = time.monotonic() + 25
     rss = []
 
     def client(seed):
         rng = random.Random(seed)
         n = 0
-        while time.monotonic() < stop:
+        while time.monotonic() < deadline:
             n += 1
             prompt = f"client {seed} request {n} " + " ".join(
                 rng.choice(["sea", "old", "man", "boat", "fish", "sun"]) for _ in range(12)
@@ -338,13 +251,13 @@ def test_load_with_streams_and_cancellations_keeps_serving_and_loses_nothing(tin
         time.sleep(1)
     for t in threads:
         t.join()
-    assert _status(port, "/v1/models")[0] == 200  # still answering
+    assert ask(port, "/v1/models")[0] == 200  # still answering
     bad = [o for o in outcomes if o not in ("ok", "cancelled")]
     assert not bad and outcomes.count("ok") > 20, (bad[:5], len(outcomes))
     half = len(rss) // 2
     assert max(rss[half:]) < max(rss[:half]) + (64 << 20), "memory grew under load"
-    tokens = [_post(port, "/extras/tokenize", {"input": p})["tokens"] for p in finished]
-    status, out = _stop(proc)
+    tokens = [post(port, "/extras/tokenize", {"input": p})["tokens"] for p in finished]
+    status, out = stop(proc)
     assert status in (0, -signal.SIGTERM) and "Traceback" not in out, out[-2000:]
     saved = NgramCache.load(dynamic)
     # Each prompt ends in words drawn at random: its last 5-gram is its own.
@@ -365,11 +278,22 @@ def test_a_trained_model_serves_its_own_greedy_chat_answer(smollm, tmp_path, rul
         "repeat_penalty": 1.0,
     }
     want = plain_llama(smollm, n_ctx=2048).create_chat_completion(**request, temperature=0.0)
-    proc, port, _ = _start(smollm, tmp_path, "--rules", rules, "--no-policy")
+    proc, port, _ = start(smollm, tmp_path, "--rules", rules, "--no-policy")
     try:
-        got = _post(port, "/v1/chat/completions", {**request, "temperature": 0}, timeout=300)
-        _, stats = _status(port, "/ngramdraft/stats")
+        got = post(port, "/v1/chat/completions", {**request, "temperature": 0}, timeout=300)
+        _, stats = ask(port, "/ngramdraft/stats")
     finally:
-        _stop(proc)
+        stop(proc)
     assert got["choices"][0]["message"]["content"] == want["choices"][0]["message"]["content"]
     assert stats["accepted_tokens"] > 0
+
+
+def test_an_empty_api_key_is_a_start_up_error(tiny_gguf):
+    """`--api-key ""` once started a server that refused everyone."""
+    done = subprocess.run(
+        [sys.executable, "-m", "ngramdraft", "serve", str(tiny_gguf), "--api-key", ""],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode != 0 and "--api-key is empty" in done.stderr

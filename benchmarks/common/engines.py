@@ -21,6 +21,7 @@ theirs, ngramdraft's adapters for ours.
 """
 
 import os
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -94,6 +95,21 @@ def gguf(name: str, quantization: str | None = None) -> Path:
             raise RuntimeError(f"llama_model_quantize {path} -> {quantization} failed")
         tmp.replace(out)
     return out
+
+
+def smoke_gguf() -> Path:
+    """A smoke run's model: tiny random weights with a chat template (``tests/random_gguf.py``),
+    written once; seconds to load and run, where a trained model takes minutes on a busy
+    machine."""
+    path = corpora.DATA / "models" / "smoke-random-chat.gguf"
+    if not path.exists():
+        sys.path.insert(0, str(corpora.REPO / "tests"))
+        from random_gguf import write_random_gguf
+
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_random_gguf(path.with_suffix(".part"))
+        path.with_suffix(".part").replace(path)
+    return path
 
 
 def hf_folder(name: str) -> Path:

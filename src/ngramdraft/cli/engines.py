@@ -68,7 +68,8 @@ def register(sub: Any) -> None:
         "--rules llamacpp --no-policy drafts as llama.cpp does. A sampling field a request "
         "leaves out takes llama-server's default (repeat_penalty 1.0, so temperature 0 is "
         "greedy). Drafting figures since start: GET /metrics (Prometheus) and "
-        "/ngramdraft/stats (JSON). SIGTERM or Ctrl-C saves every pending count and exits.",
+        "/ngramdraft/stats (JSON); GET /health answers without a key. SIGTERM or Ctrl-C "
+        "saves every pending count and exits.",
         [
             "ngramdraft serve model.gguf --static wiki.ngd --dynamic seen.ngd --port 8000",
             "NGRAMDRAFT_API_KEY=secret ngramdraft serve model.gguf --host 0.0.0.0",
@@ -94,7 +95,12 @@ def register(sub: Any) -> None:
         "--api-key",
         default=os.environ.get("NGRAMDRAFT_API_KEY") or None,
         metavar="KEY",
-        help="clients must send 'Authorization: Bearer KEY' (default: $NGRAMDRAFT_API_KEY)",
+        help="clients must send 'Authorization: Bearer KEY' on every route but /health "
+        "(default: $NGRAMDRAFT_API_KEY; unset or empty there: no key; an empty KEY here "
+        "is an error)",
+    )
+    s.add_argument(
+        "--verbose", action="store_true", help="show llama.cpp's loading log and each request"
     )
     s.add_argument(
         "--save-every",
@@ -260,12 +266,17 @@ def _parted(d: Any, llama: Any) -> str:
 def serve_command(args: argparse.Namespace) -> None:
     from ..integrations.llama_cpp_server import serve
 
+    if args.api_key is not None and not args.api_key.strip():
+        raise InvalidParameterError(
+            "--api-key is empty: give a key, or leave the option out to serve without one"
+        )
     serve(
         model_file(args.model),
         draft_model=None if args.no_draft else _draft_model(args, save_every=args.save_every),
         host=args.host,
         port=args.port,
         api_key=args.api_key,
+        verbose=args.verbose,
         n_ctx=args.n_ctx,
         flash_attn=args.flash_attn == "on",
         **_threads(args),

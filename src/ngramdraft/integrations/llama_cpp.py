@@ -27,7 +27,7 @@ import os
 import platform
 import time
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -114,13 +114,12 @@ class NgramDraftModel(_BASE):
         if self.drafter.sync(input_ids):
             # The host verified the last draft and added what it accepted plus one
             # token of its own: every token past that one is an accepted draft.
-            self.stats.accepted += max(0, min(new - 1, self._drafted))
+            self.stats.accepted_draft(max(0, min(new - 1, self._drafted)))
             self._clock.called(self.drafter.observe_pass, new)
         else:
             self.stats.sequences += 1
         draft = self.drafter.draft()  # int32 is np.intc on every platform llama.cpp builds for
-        self.stats.passes += 1
-        self.stats.drafted += len(draft)
+        self.stats.drafted_now(len(draft))
         self._seen, self._drafted = len(input_ids), len(draft)
         self._clock.returned(len(draft))
         return draft
@@ -241,14 +240,34 @@ class DraftStats:
     """What an :class:`NgramDraftModel` did: the figures vLLM's and llama.cpp's servers report.
 
     ``passes`` counts the forward passes after each prompt's (the host asks
-    for a draft before each); ``accepted`` the drafted tokens the model
-    confirmed, known at the next call (a sequence's last pass is not seen).
+    for a draft before each); ``drafts`` those given a draft of one token or
+    more; ``accepted`` the drafted tokens the model confirmed, known at the
+    next call (a sequence's last pass is not seen), and ``accepted_by_position``
+    how often the i-th token of a draft was one of them (vLLM's and
+    llama-server's ``spec_decode_num_accepted_tokens_per_pos``).
     """
 
     sequences: int = 0
     passes: int = 0
+    drafts: int = 0
     drafted: int = 0
     accepted: int = 0
+    accepted_by_position: list[int] = field(default_factory=list)
+
+    def drafted_now(self, n: int) -> None:
+        """A pass is about to verify a draft of ``n`` tokens."""
+        self.passes += 1
+        self.drafts += n > 0
+        self.drafted += n
+
+    def accepted_draft(self, n: int) -> None:
+        """The model confirmed the first ``n`` tokens of the last draft."""
+        self.accepted += n
+        grow = n - len(self.accepted_by_position)
+        if grow > 0:
+            self.accepted_by_position += [0] * grow
+        for i in range(n):
+            self.accepted_by_position[i] += 1
 
     @property
     def acceptance(self) -> float:
@@ -260,12 +279,14 @@ class DraftStats:
         """Tokens each forward pass produced: its own one plus the accepted drafts."""
         return (self.passes + self.accepted) / self.passes if self.passes else 0.0
 
-    def as_dict(self) -> dict[str, float]:
+    def as_dict(self) -> dict[str, Any]:
         return {
             "sequences": self.sequences,
             "passes": self.passes,
+            "drafts": self.drafts,
             "drafted_tokens": self.drafted,
             "accepted_tokens": self.accepted,
+            "accepted_tokens_by_position": list(self.accepted_by_position),
             "acceptance": round(self.acceptance, 4),
             "tokens_per_pass": round(self.tokens_per_pass, 4),
         }

@@ -2,7 +2,9 @@
 
 ``llama_cpp.server`` builds its model from settings that can name only its
 own prompt-lookup draft model. :func:`create_app` lets it build the app and
-load the model as usual, then makes the loaded ``Llama`` a
+load the model as usual (with ``logits_all`` off: the host's default keeps
+every position's logits, and its loop would then run instead of ours), then
+makes the loaded ``Llama`` a
 :func:`DraftingLlama <ngramdraft.integrations.llama_cpp.drafting_llama>` (its
 class, not a copy: the subclass adds no state) with an
 :class:`NgramDraftModel`, so that drafts are verified by ngramdraft's own
@@ -11,99 +13,204 @@ one request at a time (its own lock), so one drafter serves every request:
 a request whose prompt does not extend the previous sequence finishes that
 sequence into the dynamic cache, which is saved to ``--dynamic`` if given.
 
-What the app adds to the host's:
+One ASGI middleware, :class:`Gate`, stands before every route of the host's:
 
-* malformed completion requests (a body that is not JSON, a field out of
-  range) get 400 or 422 with an OpenAI-style error body, checked against the
-  host's own request models before the host sees them (its handler turns
-  every exception, validation included, into a 500);
-* requests queue for the model and each completes: the host's
-  ``interrupt_requests`` is off (on, a stream is cut short, with ``[DONE]``
-  and an unterminated response, whenever another request arrives);
-* ``api_key``, the host's own setting: every route but the docs wants
-  ``Authorization: Bearer KEY``;
-* what drafting did since start, at ``GET /metrics`` (Prometheus text, as
-  vLLM's and llama.cpp's servers have) and ``GET /ngramdraft/stats`` (JSON),
-  and one log line per completion request.
+* one rule for keys on every route but ``/health``: ``Authorization: Bearer
+  KEY`` (the scheme in any case, as HTTP says), else 401;
+* every body checked before the host sees it
+  (:mod:`~ngramdraft.integrations.server_checks`): 400, 413, 415 or 422 in
+  OpenAI's error shape, naming the field, never a 500 or a crash;
+* a sampling field a request leaves out takes llama-server's default
+  (:data:`DEFAULTS`), so that ``temperature: 0`` alone is greedy;
+* each completion's ``timings`` carry its draft counts (llama-server's
+  ``draft_n`` and ``draft_n_accepted``), and a stream that fails after it
+  began sends an error event before it ends;
+* ``/health`` (as llama-server and vLLM), ``/metrics`` (Prometheus, under the
+  names vLLM and llama-server give their draft counters) and
+  ``/ngramdraft/stats`` (JSON).
 
-Needs ``pip install 'ngramdraft[server]'``.
+Requests queue for the model and each completes: the host's
+``interrupt_requests`` is off (on, a stream is cut short whenever another
+request arrives). Needs ``pip install 'ngramdraft[server]'``.
 """
 
+import contextvars
 import ipaddress
 import json
 import logging
 import socket
 import warnings
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import Any
 
 from ..errors import NgramdraftWarning
 from ..files.kinds import check_gguf
 from ..optional import require
+from . import server_checks as checks
 from .llama_cpp import DraftStats, NgramDraftModel, drafting_llama
 
 log = logging.getLogger("ngramdraft.server")
 
 MAX_BODY = 32 << 20  # bytes: a request body larger than this gets 413
+# What a client that leaves a sampling field out gets, where the host's default is not
+# llama-server's: llama-cpp-python's server applies a repeat penalty of 1.1, so that a
+# request sending only `temperature: 0` was not greedy, and drafts copying the prompt
+# were refused. llama-server's default is 1.0, and so is this server's.
+DEFAULTS = {"repeat_penalty": 1.0}
+PUBLIC = frozenset({"/health", "/v1/health"})  # no key asked, as llama-server
+NOT_SERVED = {"/v1/embeddings": "embeddings are not served: the model is loaded for generation"}
 
 Scope = dict[str, Any]
 Receive = Callable[[], Awaitable[dict[str, Any]]]
 Send = Callable[[dict[str, Any]], Awaitable[None]]
 
+_KINDS = {401: "authentication_error", 404: "not_found_error", 501: "not_supported_error"}
 
-def _error_body(status: int, message: str, param: str | None = None) -> bytes:
-    kind = {401: "authentication_error"}.get(status, "invalid_request_error")
-    error = {"message": message, "type": kind, "param": param, "code": None}
+
+def error_body(status: int, message: str, param: str | None = None) -> bytes:
+    """An error in OpenAI's shape (``{"error": {message, type, param, code}}``)."""
+    kind = _KINDS.get(status, "server_error" if status >= 500 else "invalid_request_error")
+    error = {"message": message, "type": kind, "param": param, "code": status}
     return json.dumps({"error": error}).encode()
 
 
-async def _answer(send: Send, status: int, body: bytes, content_type: bytes) -> None:
-    headers = [(b"content-type", content_type), (b"content-length", str(len(body)).encode())]
+async def _answer(send: Send, status: int, body: bytes) -> None:
+    headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(body))]
     await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": body})
 
 
-class RequestCheck:
-    """ASGI middleware: completion requests checked before the host, logged after it.
+@dataclass
+class RequestCounts:
+    """The draft counts of one request (what its ``timings`` report)."""
 
-    ``models`` maps a POST path to the host's pydantic model of its body.
-    Requests to those paths without ``api_key`` get 401 here (the host would
-    parse the body first, and fail on a bad one with a 500).
-    """
+    drafted: int = 0
+    accepted: int = 0
+
+
+# The request being served, seen by the draft model in the host's worker thread (anyio
+# copies the context there, and the counts are one object, so its additions are seen).
+_current: contextvars.ContextVar[RequestCounts | None] = contextvars.ContextVar(
+    "ngramdraft_request", default=None
+)
+
+
+class CountingDraft:
+    """An :class:`NgramDraftModel` that also adds each call's draft counts to the current
+    request's (its ``timings``)."""
+
+    def __init__(self, inner: NgramDraftModel) -> None:
+        self.inner = inner
+
+    def __call__(self, input_ids: Any, /, **kwargs: Any) -> Any:
+        stats = self.inner.stats
+        drafted, accepted = stats.drafted, stats.accepted
+        draft = self.inner(input_ids, **kwargs)
+        counts = _current.get()
+        if counts is not None:
+            counts.drafted += stats.drafted - drafted
+            counts.accepted += stats.accepted - accepted
+        return draft
+
+
+@dataclass(frozen=True)
+class Route:
+    """A POST route the gate checks: the host's model of its body and its kind."""
+
+    schema: Any
+    kind: str  # "completion", "chat", "tokenize" or "detokenize"
+
+
+class Gate:
+    """ASGI middleware: keys, body checks, defaults, timings and stream errors for every
+    route (see the module's doc)."""
 
     def __init__(
-        self, app: Any, models: dict[str, Any], api_key: str | None, on_done: Callable[[], None]
+        self,
+        app: Any,
+        routes: dict[str, Route],
+        model: checks.Model,
+        detokenize: Callable[[list[int]], bytes],
+        api_key: str | None,
+        on_done: Callable[[], None],
     ) -> None:
         self.app = app
-        self.models = models
+        self.routes = routes
+        self.model = model
+        self.detokenize = detokenize
         self.api_key = api_key
         self.on_done = on_done
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        model = self.models.get(scope.get("path", "")) if scope["type"] == "http" else None
-        if model is None or scope["method"] != "POST":
+        if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        if not self._authorized(scope):
-            error = _error_body(401, "invalid API key: send 'Authorization: Bearer KEY'")
-            await _answer(send, 401, error, b"application/json")
+        path = scope.get("path", "")
+        if path in PUBLIC:
+            await _answer(send, 200, b'{"status": "ok"}')
             return
+        if not self._authorized(scope):
+            message = "invalid API key: send 'Authorization: Bearer KEY'"
+            await _answer(send, 401, error_body(401, message))
+            return
+        if path in NOT_SERVED:
+            await _answer(send, 501, error_body(501, NOT_SERVED[path]))
+            return
+        route = self.routes.get(path) if scope["method"] == "POST" else None
+        if route is None:  # the host's own routes and refusals (404, 405), errors reshaped
+            response = _Response(send, None)
+            await self.app(scope, receive, response.send)
+            await response.finish()
+            return
+        try:
+            data = await self._checked(scope, receive, route)
+        except checks.Refusal as r:
+            await _answer(send, r.status, error_body(r.status, r.message, r.param))
+            return
+        if data is None:  # the client left
+            return
+        if route.kind == "detokenize":
+            # The host decodes the bytes strictly, and ids that end inside a character (any
+            # prefix of a text's tokens may) made it answer 500; they are text, replaced.
+            text = self.detokenize(data["tokens"]).decode("utf-8", errors="replace")
+            await _answer(send, 200, json.dumps({"text": text}).encode())
+            return
+        await self._serve(scope, receive, send, json.dumps(data).encode(), route)
+
+    def _authorized(self, scope: Scope) -> bool:
+        if self.api_key is None:
+            return True
+        given = dict(scope.get("headers", [])).get(b"authorization", b"")
+        scheme, _, key = given.partition(b" ")
+        return scheme.lower() == b"bearer" and key.strip() == self.api_key.encode()
+
+    async def _checked(self, scope: Scope, receive: Receive, route: Route) -> dict[str, Any] | None:
+        """The body the host gets, or None if the client left; Refusal if it must not."""
+        content_type = dict(scope.get("headers", [])).get(b"content-type")
+        if content_type is not None:
+            media = content_type.split(b";")[0].strip().lower()
+            if media != b"application/json":
+                shown = media.decode("latin-1")[:60]
+                raise checks.Refusal(415, f"Content-Type {shown!r}: send application/json")
         body = b""
         while True:
             message = await receive()
             if message["type"] == "http.disconnect":
-                return
+                return None
             body += message.get("body", b"")
             if len(body) > MAX_BODY:
-                error = _error_body(413, f"the request body is over {MAX_BODY} bytes")
-                await _answer(send, 413, error, b"application/json")
-                return
+                raise checks.Refusal(413, f"the request body is over {MAX_BODY} bytes")
             if not message.get("more_body", False):
                 break
-        body, problem = _checked(body, model)
-        if problem is not None:
-            await _answer(send, *problem, b"application/json")
-            return
+        data = checks.check_body(route.kind, checks.parse_json(body), route.schema, self.model)
+        if route.kind in ("completion", "chat"):
+            data = {**DEFAULTS, **data}
+        return data
+
+    async def _serve(
+        self, scope: Scope, receive: Receive, send: Send, body: bytes, route: Route
+    ) -> None:
         sent = False
 
         async def replay() -> dict[str, Any]:
@@ -115,28 +222,150 @@ class RequestCheck:
                 return {"type": "http.request", "body": body, "more_body": False}
             return await receive()
 
+        counts = RequestCounts()
+        token = _current.set(counts)
+        response = _Response(send, counts if route.kind in ("completion", "chat") else None)
         try:
-            await self.app(scope, replay, send)
+            await self.app(scope, replay, response.send)
+            await response.finish()
+        except Exception as e:  # the host's failure: said in the response, never a dead server
+            error = _innermost(e)
+            where = f"{scope['method']} {scope.get('path')}"
+            if isinstance(error, ValueError):  # the host's word for a request it cannot do
+                log.warning("ngramdraft: %s refused: %s", where, error)
+            else:
+                log.exception("ngramdraft: %s failed", where)
+            await response.failed(error)
         finally:
-            self.on_done()
-
-    def _authorized(self, scope: Scope) -> bool:
-        if self.api_key is None:
-            return True
-        headers = dict(scope.get("headers", []))
-        return headers.get(b"authorization", b"") == f"Bearer {self.api_key}".encode()
+            _current.reset(token)
+            if route.kind in ("completion", "chat"):
+                self.on_done()
 
 
-class OnShutdown:
-    """ASGI middleware: ``callback`` runs when the server shuts down (its lifespan's end).
+def _innermost(error: Exception) -> Exception:
+    """The first error inside the exception groups a task group (the host's stream) raises."""
+    while isinstance(error, ExceptionGroup) and error.exceptions:
+        error = error.exceptions[0]
+    return error
+
+
+class _Response:
+    """The host's response on its way out: ``timings`` added to each completion's last
+    chunk (or whole body) where ``counts`` are given, an error body in OpenAI's shape
+    (FastAPI's own refusals say ``{"detail": ...}``), and an error said in whatever shape
+    the response has begun."""
+
+    def __init__(self, send: Send, counts: RequestCounts | None) -> None:
+        self._send = send
+        self.counts = counts
+        self.start: dict[str, Any] | None = None  # held until the body of a JSON response
+        self.stream = False
+        self.begun = False
+        self.ended = False
+        self.closing: dict[str, Any] | None = None  # a stream's last message, held
+
+    async def finish(self) -> None:
+        """The host returned: a stream's close goes out."""
+        if self.closing is not None:
+            closing, self.closing = self.closing, None
+            self.ended = True
+            await self._send(closing)
+
+    async def send(self, message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            headers = dict(message.get("headers", []))
+            self.stream = headers.get(b"content-type", b"").startswith(b"text/event-stream")
+            if self.stream:
+                await self._begin(message)
+            else:
+                self.start = message
+            return
+        if message["type"] == "http.response.body":
+            if self.stream and not message.get("more_body", False):
+                # A stream's close waits for the host to return: if it failed instead, the
+                # client gets an error event before the end (finish() or failed()).
+                self.closing = message
+                return
+            if self.stream and self.counts is not None:
+                message = {**message, "body": self._timed_event(message.get("body", b""))}
+            elif self.start is not None:
+                start, self.start = self.start, None
+                body = message.get("body", b"")
+                if not message.get("more_body", False):
+                    body = self._reshaped(start["status"], body)
+                    kept = [(k, v) for k, v in start["headers"] if k != b"content-length"]
+                    start = {**start, "headers": [*kept, (b"content-length", b"%d" % len(body))]}
+                    message = {**message, "body": body}
+                await self._begin(start)
+        self.ended = not message.get("more_body", False)
+        await self._send(message)
+
+    async def _begin(self, message: dict[str, Any]) -> None:
+        self.begun = True
+        await self._send(message)
+
+    def _reshaped(self, status: int, body: bytes) -> bytes:
+        """A whole JSON body: with ``timings`` for a completion, in OpenAI's error shape for
+        an error; any other body as it is."""
+        if status < 400 and self.counts is None:
+            return body
+        try:
+            data = json.loads(body)
+        except ValueError:
+            return body
+        if not isinstance(data, dict):
+            return body
+        if status >= 400 and "error" not in data:
+            detail = data.get("detail")
+            return error_body(status, detail if isinstance(detail, str) else json.dumps(detail))
+        if self.counts is not None and "choices" in data:
+            data["timings"] = self.timings()
+            return json.dumps(data).encode()
+        return body
+
+    def timings(self) -> dict[str, int]:
+        assert self.counts is not None
+        return {"draft_n": self.counts.drafted, "draft_n_accepted": self.counts.accepted}
+
+    def _timed_event(self, body: bytes) -> bytes:
+        # A completion's chunks say "finish_reason": null until the last, which llama-server
+        # gives its timings; only that one is parsed.
+        if not body.startswith(b"data: {") or b'"finish_reason": null' in body:
+            return body
+        data = json.loads(body[6:])
+        if not any(c.get("finish_reason") for c in data.get("choices", [])):
+            return body
+        data["timings"] = self.timings()
+        return b"data: " + json.dumps(data).encode() + b"\r\n\r\n"
+
+    async def failed(self, error: Exception) -> None:
+        """Say ``error`` to the client in the shape the response has, and end it."""
+        client = isinstance(error, ValueError)  # the host's word for a request it cannot do
+        status = 400 if client else 500
+        message = str(error) if client else f"the server failed: {type(error).__name__}"
+        if self.ended:
+            return
+        if self.begun and self.stream:
+            self.closing = None
+            event = b"data: " + error_body(status, message) + b"\r\n\r\n"
+            await self._send({"type": "http.response.body", "body": event, "more_body": False})
+        elif not self.begun:
+            self.start = None
+            await _answer(self._send, status, error_body(status, message))
+
+
+class Lifespan:
+    """ASGI middleware: ``started`` runs once the server listens, ``stopped`` when it shuts
+    down (its lifespan's start and end).
 
     Here rather than after ``uvicorn.run``: on SIGTERM uvicorn shuts down, then
     raises the signal again, which ends the process before ``run`` returns.
     """
 
-    def __init__(self, app: Any, callback: Callable[[], None]) -> None:
+    def __init__(self, app: Any, started: Callable[[], None], stopped: Callable[[], None]) -> None:
         self.app = app
-        self.callback = callback
+        self.started = started
+        self.stopped = stopped
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "lifespan":
@@ -146,58 +375,72 @@ class OnShutdown:
         async def watched() -> dict[str, Any]:
             message = await receive()
             if message["type"] == "lifespan.shutdown":
-                self.callback()
+                self.stopped()
             return message
 
-        await self.app(scope, watched, send)
+        async def told(message: dict[str, Any]) -> None:
+            await send(message)
+            if message["type"] == "lifespan.startup.complete":
+                self.started()
+
+        await self.app(scope, watched, told)
 
 
-# What a client that leaves a sampling field out gets, where the host's default is not
-# llama-server's: llama-cpp-python's server applies a repeat penalty of 1.1, so that a
-# request sending only `temperature: 0` was not greedy, and drafts copying the prompt
-# were refused. llama-server's default is 1.0, and so is this server's.
-DEFAULTS = {"repeat_penalty": 1.0}
-
-
-def _checked(body: bytes, model: Any) -> tuple[bytes, tuple[int, bytes] | None]:
-    """(the body the host gets, None), or (body, (status, error body)) for one it must not.
-
-    A valid body gains :data:`DEFAULTS` for the fields it leaves out.
-    """
-    try:
-        data = json.loads(body)
-    except (ValueError, UnicodeDecodeError) as e:
-        return body, (400, _error_body(400, f"the request body is not JSON ({e})"))
-    if not isinstance(data, dict):
-        return body, (400, _error_body(400, "the request body must be a JSON object"))
-    try:
-        model(**data)
-    except ValueError as e:  # pydantic's ValidationError is one
-        errors: list[dict[str, Any]] = getattr(e, "errors", list)()
-        first = errors[0] if errors else {}
-        param = ".".join(str(p) for p in first.get("loc", ())) or None
-        message = f"{param}: {first.get('msg')}" if first else str(e)
-        return body, (422, _error_body(422, message, param))
-    if data.get("logprobs") or data.get("top_logprobs"):
-        param = "logprobs" if data.get("logprobs") else "top_logprobs"
-        message = (
-            f"{param}: not served here: the server computes logits only where drafts are "
-            "verified, not at every position; ask without logprobs"
-        )
-        return body, (400, _error_body(400, message, param))
-    missing = {k: v for k, v in DEFAULTS.items() if k not in data}
-    if missing:
-        body = json.dumps({**data, **missing}).encode()
-    return body, None
-
-
-def _prometheus(stats: dict[str, float]) -> str:
+def prometheus(stats: dict[str, Any]) -> str:
+    """The draft counters under the names vLLM (``vllm:``) and llama-server (``llamacpp:``)
+    give theirs, prefixed ``ngramdraft:``, with the counts of ours beside them."""
+    counters = {
+        "spec_decode_num_drafts": ("drafts", "Drafts of one token or more verified."),
+        "spec_decode_num_draft_tokens": ("drafted_tokens", "Drafted tokens verified."),
+        "spec_decode_num_accepted_tokens": ("accepted_tokens", "Drafted tokens accepted."),
+        "requests_sequences": ("sequences", "Sequences begun (prompts not extending the last)."),
+        "forward_passes": ("passes", "Forward passes after each prompt's."),
+        "generations_ngramdraft_loop": ("generations_ngramdraft_loop",
+                                        "Generations verified by ngramdraft's loop."),
+        "generations_host_loop": ("generations_host_loop",
+                                  "Generations run by llama-cpp-python's own loop."),
+    }  # fmt: skip
     lines = []
-    for name, value in stats.items():
-        counter = name in ("sequences", "passes", "drafted_tokens", "accepted_tokens")
-        metric = f"ngramdraft_{name}" + ("_total" if counter else "")
-        lines += [f"# TYPE {metric} {'counter' if counter else 'gauge'}", f"{metric} {value}"]
+    for name, (key, text) in counters.items():
+        metric = f"ngramdraft:{name}_total"
+        lines += [f"# HELP {metric} {text}", f"# TYPE {metric} counter", f"{metric} {stats[key]}"]
+    metric = "ngramdraft:spec_decode_num_accepted_tokens_per_pos_total"
+    lines += [f"# HELP {metric} Accepted tokens by their position in the draft.",
+              f"# TYPE {metric} counter"]  # fmt: skip
+    by_position = stats["accepted_tokens_by_position"]
+    lines += [f'{metric}{{position="{i}"}} {n}' for i, n in enumerate(by_position)]
     return "\n".join(lines) + "\n"
+
+
+def _routes(types: Any) -> dict[str, Route]:
+    completion = Route(types.CreateCompletionRequest, "completion")
+    return {
+        "/v1/completions": completion,
+        "/v1/engines/copilot-codex/completions": completion,
+        "/v1/chat/completions": Route(types.CreateChatCompletionRequest, "chat"),
+        "/extras/tokenize": Route(types.TokenizeInputRequest, "tokenize"),
+        "/extras/tokenize/count": Route(types.TokenizeInputRequest, "tokenize"),
+        "/extras/detokenize": Route(types.DetokenizeInputRequest, "detokenize"),
+    }
+
+
+def _checked_model(llama: Any) -> checks.Model:
+    """What the gate's checks need of ``llama``: its vocabulary, context, tokenizer and
+    grammar parser (llama.cpp's own, whose failure is a null sampler, not a crash)."""
+    lib = require("llama_cpp", "server", "ngramdraft serve")
+    vocab = llama._model.vocab
+
+    def grammar_error(grammar: str) -> str | None:
+        sampler = lib.llama_sampler_init_grammar(vocab, grammar.encode(), b"root")
+        if not sampler:
+            return "see llama.cpp's grammar syntax (GBNF); the root rule is 'root'"
+        lib.llama_sampler_free(sampler)
+        return None
+
+    def tokenize(text: str) -> list[int]:
+        return list(llama.tokenize(text.encode(), special=True))
+
+    return checks.Model(llama.n_vocab(), llama.n_ctx(), tokenize, grammar_error)
 
 
 def create_app(
@@ -207,10 +450,10 @@ def create_app(
     host: str = "127.0.0.1",
     port: int = 8000,
     api_key: str | None = None,
+    verbose: bool = False,
     **model_settings: Any,
 ) -> Any:
     """The FastAPI app of ``llama_cpp.server`` serving ``model_path`` with ``draft_model``."""
-    fastapi = require("fastapi", "server", "ngramdraft serve")
     responses = require("fastapi.responses", "server", "ngramdraft serve")
     server_app = require("llama_cpp.server.app", "server", "ngramdraft serve")
     settings = require("llama_cpp.server.settings", "server", "ngramdraft serve")
@@ -218,7 +461,9 @@ def create_app(
     path = check_gguf(model_path)
     # logits_all: the host's server keeps every position's logits by default (for
     # logprobs), and a DraftingLlama with them hands every request to the host's loop.
-    model = settings.ModelSettings(model=str(path), logits_all=False, **model_settings)
+    model = settings.ModelSettings(
+        model=str(path), logits_all=False, verbose=verbose, **model_settings
+    )
     server = settings.ServerSettings(
         host=host, port=port, api_key=api_key, interrupt_requests=False
     )
@@ -239,8 +484,9 @@ def create_app(
     if isinstance(draft_model, NgramDraftModel):
         draft_model.check_model(llama)
         draft_model.time_passes(llama)
+        llama.draft_model = CountingDraft(draft_model)
 
-    def stats() -> dict[str, float]:
+    def stats() -> dict[str, Any]:
         drafted = draft_model.stats if isinstance(draft_model, NgramDraftModel) else DraftStats()
         loops = llama.__dict__.get("generations", {})
         return {
@@ -249,23 +495,17 @@ def create_app(
             "generations_host_loop": loops.get("host", 0),
         }
 
-    guarded = {"dependencies": [fastapi.Depends(server_app.authenticate)]}
-    app.add_api_route("/ngramdraft/stats", stats, methods=["GET"], **guarded)
+    app.add_api_route("/ngramdraft/stats", stats, methods=["GET"])
     app.add_api_route(
         "/metrics",
-        lambda: responses.PlainTextResponse(_prometheus(stats())),
+        lambda: responses.PlainTextResponse(prometheus(stats())),
         methods=["GET"],
-        **guarded,
     )
-    completions = types.CreateCompletionRequest
-    models = {
-        "/v1/completions": completions,
-        "/v1/engines/copilot-codex/completions": completions,
-        "/v1/chat/completions": types.CreateChatCompletionRequest,
-    }
     app.add_middleware(
-        RequestCheck,
-        models=models,
+        Gate,
+        routes=_routes(types),
+        model=_checked_model(llama),
+        detokenize=llama.detokenize,
         api_key=api_key,
         on_done=lambda: log.info("ngramdraft: since start: %s", json.dumps(stats())),
     )
@@ -288,6 +528,7 @@ def serve(
     host: str = "127.0.0.1",
     port: int = 8000,
     api_key: str | None = None,
+    verbose: bool = False,
     **model_settings: Any,
 ) -> None:
     """Run the server until interrupted or terminated (``ngramdraft serve``).
@@ -295,6 +536,7 @@ def serve(
     SIGINT and SIGTERM stop it cleanly (uvicorn's shutdown): the current
     sequence is finished into the dynamic cache and every pending count saved
     before the process ends (by the signal, which uvicorn raises again).
+    llama.cpp's loading log is shown with ``verbose`` only.
     """
     uvicorn = require("uvicorn", "server", "ngramdraft serve")
     finished = False
@@ -320,10 +562,22 @@ def serve(
         log.addHandler(handler)
         log.setLevel(logging.INFO)
     app = create_app(
-        model_path, draft_model=draft_model, host=host, port=port, api_key=api_key, **model_settings
+        model_path,
+        draft_model=draft_model,
+        host=host,
+        port=port,
+        api_key=api_key,
+        verbose=verbose,
+        **model_settings,
     )
-    app.add_middleware(OnShutdown, callback=finish)
+    shown = f"[{host}]" if ":" in host else host
+
+    def started() -> None:
+        # uvicorn binds its socket before the lifespan starts: the address is taken.
+        print(f"ngramdraft serve: listening on http://{shown}:{port}", flush=True)
+
+    app.add_middleware(Lifespan, started=started, stopped=finish)
     try:
-        uvicorn.run(app, host=host, port=port)
+        uvicorn.run(app, host=host, port=port, log_level="info" if verbose else "warning")
     finally:
         finish()  # a start that failed before the lifespan began
