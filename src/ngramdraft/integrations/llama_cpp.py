@@ -83,7 +83,7 @@ class NgramDraftModel(_BASE):
 
     Defaults by rule set (:mod:`~ngramdraft.integrations.passes`): llama.cpp's
     rules draft as llama.cpp does (8 tokens, no policy); the suffix rules
-    draft up to 32 tokens and submit what the engine's measured pass costs
+    draft up to 64 tokens and submit what the engine's measured pass costs
     make worth it (``CostAwareLength()``, which learns those costs from the
     time between this model's calls, one forward pass each, and from the
     passes :meth:`time_passes` times when :func:`load_llama` or the server

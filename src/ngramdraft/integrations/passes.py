@@ -10,7 +10,7 @@ engine's costs; a call that brings more new tokens than one pass can (a new
 turn of a conversation, a prompt) is not a pass and is not timed.
 
 By default (:func:`engine_drafter`) llama.cpp's rules draft as llama.cpp does
-(8 tokens, no policy: bit for bit), and the suffix rules draft up to 32
+(8 tokens, no policy: bit for bit), and the suffix rules draft up to 64
 tokens and submit what the engine's measured costs make worth it
 (``CostAwareLength()``, learning them from the clock).
 """

@@ -84,7 +84,7 @@ class NgramDraft:
     Parameters are :class:`~ngramdraft.Drafter`'s (``static``, ``dynamic``,
     ``n_draft``, ``ngram_min``, ``ngram_max``, ``tokenizer``, ``policy``,
     ``rules``), with an engine's defaults for the rule set
-    (:mod:`~ngramdraft.integrations.passes`: the suffix rules draft up to 32
+    (:mod:`~ngramdraft.integrations.passes`: the suffix rules draft up to 64
     tokens and learn what the model's passes cost). Each
     ``generate`` call is one sequence; when it returns, the sequence is merged
     into the dynamic cache (and a dynamic path is saved), so later calls learn
