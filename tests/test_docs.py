@@ -139,7 +139,28 @@ def results_index():
         lines.append(
             f"| `{name.removeprefix('benchmarks/results/')}` | {', '.join(sorted(pages))} |"
         )
+    lines += ["", "The latest run of each benchmark, kept whether cited or not:", ""]
+    lines += [f"- `{stem}`" for stem in sorted(latest_runs())]
     return "\n".join(lines) + "\n"
+
+
+def latest_runs():
+    """``<benchmark>/STAMP`` of each benchmark's newest run."""
+    root = REPO / "benchmarks" / "results"
+    return {
+        f"{folder.name}/{max(f.name.split('.')[0] for f in folder.iterdir())}"
+        for folder in root.iterdir()
+        if folder.is_dir() and any(folder.iterdir())
+    }
+
+
+def test_results_kept_are_cited_or_the_latest():
+    """457 of 708 tracked files were results, 85 of them cited: now a run is kept while a
+    page cites it, and each benchmark's latest."""
+    root = REPO / "benchmarks" / "results"
+    kept = {f"{f.parent.name}/{f.name.split('.')[0]}" for f in root.glob("*/*")}
+    cited = {name.removeprefix("benchmarks/results/").split(".")[0] for name in cited_results()}
+    assert kept - cited - latest_runs() == set()
 
 
 def test_every_cited_results_file_exists_and_is_indexed():
