@@ -147,7 +147,7 @@ class Gate:
             await self.app(scope, receive, send)
             return
         path = scope.get("path", "")
-        if path in PUBLIC:
+        if path in PUBLIC and scope["method"] in ("GET", "HEAD"):
             await _answer(send, 200, b'{"status": "ok"}')
             return
         if not self._authorized(scope):
