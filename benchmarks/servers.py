@@ -18,8 +18,8 @@ turns carry that server's own earlier answers.
 
 Per request: the time to the first streamed token (the prompt), the time
 after it (the decode), the text, and the server's own draft counters
-(llama-server's ``timings.draft_n`` and ``draft_n_accepted``; ngramdraft's
-``/ngramdraft/stats`` before and after). Ratios are taken within a round
+(``timings.draft_n`` and ``draft_n_accepted`` in a completion's last chunk,
+which both servers send). Ratios are taken within a round
 against plain ``llama-server``'s run of the same requests. Where an output
 differs from plain llama-server's, the first differing token is weighed by
 the plain model's logits there (``first_difference``, a plain
@@ -92,7 +92,7 @@ class Server:
 
     def __init__(self, config, model, binary, log_dir):
         kind, extra = CONFIGS[config]
-        self.kind, self.port = kind, _free_port()
+        self.port = _free_port()
         common = ["--host", "127.0.0.1", "--port", str(self.port), "-c", str(engines.N_CTX)]
         threads = str(engines.THREADS)
         if kind == "llama-server":
@@ -131,16 +131,8 @@ class Server:
         finally:
             connection.close()
 
-    def draft_counts(self):
-        """ngramdraft's (drafted, accepted) since start; None for llama-server (per response)."""
-        if self.kind != "ngramdraft":
-            return None
-        stats = json.loads(self.get("/ngramdraft/stats")[1])
-        return int(stats["drafted_tokens"]), int(stats["accepted_tokens"])
-
     def complete(self, prompt, max_tokens):
         """A streamed greedy completion: its text, prompt and decode seconds, draft counts."""
-        before = self.draft_counts()
         body = {"prompt": prompt, "max_tokens": max_tokens, "temperature": 0, "stream": True}
         connection = http.client.HTTPConnection("127.0.0.1", self.port, timeout=3600)
         t0 = time.perf_counter()
@@ -163,11 +155,8 @@ class Server:
         end = time.perf_counter()
         connection.close()
         first = first or end
-        if before is None:
-            drafted, accepted = timings.get("draft_n", 0), timings.get("draft_n_accepted", 0)
-        else:
-            after = self.draft_counts()
-            drafted, accepted = after[0] - before[0], after[1] - before[1]
+        # Both servers give a completion's draft counts in its last chunk's timings.
+        drafted, accepted = timings.get("draft_n", 0), timings.get("draft_n_accepted", 0)
         return {
             "text": text,
             "prompt_s": first - t0,

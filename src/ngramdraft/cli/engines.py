@@ -79,7 +79,8 @@ def register(sub: Any) -> None:
     s.add_argument(
         "--no-draft",
         action="store_true",
-        help="serve without drafting (the same server and loop settings: a baseline)",
+        help="serve without drafting, through llama-cpp-python's own loop (the same server "
+        "and model settings: a baseline)",
     )
     s.add_argument(
         "-fa",
