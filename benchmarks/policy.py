@@ -1,7 +1,7 @@
 """Policies on a replay: acceptance, and speed under an engine's measured pass costs.
 
     python benchmarks/policy.py [--costs RESULTS.json] [--tokens 2000] [--smoke]
-    python benchmarks/policy.py --outputs RESULTS.json [--costs RESULTS.json] [--smoke]
+    python benchmarks/policy.py --outputs RESULTS.json [--costs RESULTS.json | --measure MODEL]
 
 No model runs, so every policy sees exactly the same text: at each step the
 draft is accepted up to the first token that differs from the text, plus the
@@ -22,9 +22,12 @@ Two texts:
 * ``--outputs``: a trained model's own answers, the plain engine's outputs
   that a ``real_model`` run recorded (its prompts made again with the model's
   chat template), every request of a workload in order through one drafter
-  per rule set (llama.cpp's, 8 tokens; the suffix rules, 32), as an engine
-  serves them, priced at that run's curve (or ``--costs``'s: another run's,
-  measured on a quieter machine). Policies: ``whole`` (none),
+  per rule set (each its engine default, ``ENGINE_N_DRAFT``: llama.cpp's
+  8 tokens, the suffix rules' 64, or fewer where the curve stops sooner),
+  as an engine serves them, priced at that run's curve (or ``--costs``'s:
+  another run's, measured on a quieter machine; or ``--measure``'s: the
+  curve measured now, as ``ngramdraft serve`` loads the model, with flash
+  attention, to 65 tokens). Policies: ``whole`` (none),
   ``given`` (``CostAwareLength`` given the curve), ``learned`` (what an engine
   user gets: ``CostAwareLength()`` told the load's timed passes and each pass
   at the curve's cost, as the adapter's clock tells it), ``untimed`` (the
@@ -52,7 +55,6 @@ N_DRAFT = 8
 ADAPTIVE = {"adaptive": {}, "adaptive-length": {"off_below": 0.0}, "auto-off": {"n_min": N_DRAFT}}
 POLICIES = ("exact", *ADAPTIVE, "cost-aware")
 WORKLOADS = ("open-ended", "edit", "templated")
-RULES = {"llamacpp": 8, "suffix": 32}  # each rule set's engine draft length
 OUTPUT_POLICIES = ("whole", "given", "learned", "untimed", "oracle")
 TIMES = 3  # timings of each size at load (the adapter's TIMED_TO_TRUST)
 SMOKE_COST = {k: 1.0 + 0.4 * (k - 1) for k in range(1, 34)}
@@ -162,11 +164,13 @@ def recorded(results, smoke):
 def model_outputs(results, curve, smoke):
     """The recorded answers through each rule set and output policy."""
     from ngramdraft import Drafter
+    from ngramdraft.drafting.rulesets import RULE_SETS, rule_set
     from ngramdraft.integrations.llama_cpp import sizes_timed_at_load
 
     rows = []
     for workload, requests in recorded(results, smoke).items():
-        for rules, n_draft in RULES.items():
+        for rules in RULE_SETS:
+            n_draft = min(rule_set(rules).ENGINE_N_DRAFT, len(curve) - 1)
             for name in OUTPUT_POLICIES:
                 policy = make_policy(name, curve[: n_draft + 1])
                 drafter = Drafter(rules=rules, n_draft=n_draft, policy=policy)
@@ -195,12 +199,31 @@ def _costs(path):
     return {int(k): v for k, v in curve.items()}, Path(path).name, results
 
 
+def measured(model):
+    """{k: seconds} of passes over 1 .. 65 tokens of ``model``, loaded as ``serve`` loads it."""
+    from ngramdraft.integrations.llama_cpp import load_llama, measure_pass_cost, physical_cores
+
+    threads = physical_cores()
+    llama = load_llama(
+        engines.gguf(model), n_ctx=2048, n_threads=threads, n_threads_batch=threads,
+        flash_attn=True,
+    )  # fmt: skip
+    costs = measure_pass_cost(llama, 65, context=1024, reps=3)
+    source = f"{model} measured now (flash attention, {threads} threads)"
+    return dict(enumerate(costs, start=1)), source
+
+
 def main():
     ap = harness.parser(__doc__.splitlines()[0], rounds=1)
     ap.add_argument(
         "--costs",
         type=Path,
         help="a real_model results file whose pass costs to use (default: --outputs, else newest)",
+    )
+    ap.add_argument(
+        "--measure",
+        metavar="MODEL",
+        help="measure MODEL's pass costs now, as `ngramdraft serve` loads it, and use them",
     )
     ap.add_argument("--tokens", type=int, help="tokens per workload (2000)")
     ap.add_argument(
@@ -211,14 +234,18 @@ def main():
     corpora.SMOKE = args.smoke
     if args.smoke:
         cost, source, results = SMOKE_COST, "a made-up curve (smoke)", None
+    elif args.measure:
+        cost, source = measured(args.measure)
+        results = json.loads(args.outputs.read_text()) if args.outputs else None
     else:
         cost, source, results = _costs(args.costs or args.outputs)
         if args.outputs and args.costs:  # the answers are another file's
             results = json.loads(args.outputs.read_text())
     sizes = sorted(cost)  # curve[k]: a pass over 1 + k tokens, relative to one token
-    curve = np.interp(range(1, max(RULES.values()) + 2), sizes, [cost[k] for k in sizes])
+    curve = np.interp(range(1, max(sizes) + 1), sizes, [cost[k] for k in sizes])
     curve = (curve / curve[0]).tolist()
-    result = {"costs_from": source}
+    # Kept in a real_model run's shape, so that a later run can take it with --costs.
+    result = {"costs_from": source, "pass_cost": {source: {str(k): v for k, v in cost.items()}}}
     if args.outputs or args.smoke:
         result["outputs_of"] = args.outputs.name if args.outputs else "smoke texts"
         result["outputs"] = model_outputs(results, curve, args.smoke)

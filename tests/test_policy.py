@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from ngramdraft import AdaptiveLength, CostAwareLength, Drafter, InvalidParameterError
-from ngramdraft.drafting.policy import IN_STEP, JUMPED, MISSED, REJECTED, WHOLE
+from ngramdraft.drafting.policy import IN_STEP, JUMPED, LONG_RUN, MISSED, REJECTED, WHOLE
+from ngramdraft.rulesets.suffix.drafter import PROVEN_RUN
 
 LOOP = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10] * 8
 
@@ -160,17 +161,18 @@ def test_drafts_from_a_jump_or_after_a_miss_are_trusted_apart_from_those_in_step
     policy = CostAwareLength([1, 1.5, 2, 2.5, 3, 3.5, 4])
     policy.start(6)
     for _ in range(40):
-        _settle(policy, 6, 6, REJECTED + 2 * IN_STEP)
+        _settle(policy, 6, 3, REJECTED + 2 * IN_STEP)
         _settle(policy, 6, 2, REJECTED + 2 * JUMPED)
         _settle(policy, 6, 0, REJECTED + 2 * MISSED)
+        _settle(policy, 6, 6, REJECTED + 2 * LONG_RUN)
     lengths = []
-    for origin in (IN_STEP, JUMPED, MISSED):
+    for origin in (IN_STEP, JUMPED, MISSED, LONG_RUN):
         policy.drafting_from(origin)
         assert policy.condition == REJECTED + 2 * origin
         lengths.append(policy.length_of(6))
-    assert lengths == [6, 2, 0]
+    assert lengths == [3, 2, 0, 6]
     with pytest.raises(InvalidParameterError, match="origin"):
-        policy.drafting_from(3)
+        policy.drafting_from(LONG_RUN + 1)
 
 
 class _Origins(CostAwareLength):
@@ -190,6 +192,20 @@ def test_the_suffix_rules_tell_a_policy_where_each_draft_comes_from():
     drafter.accept([12, 99])  # the copy missed the model's 99
     drafter.draft()
     assert drafter._policy.origins == [JUMPED, IN_STEP, MISSED]
+
+
+def test_a_copy_whose_source_agreed_on_a_long_run_drafts_as_long_run():
+    """Once a copy's source has agreed on PROVEN_RUN tokens its drafts are counted apart
+    (a model that has followed a source this far goes on following it)."""
+    run = list(range(100, 100 + 2 * PROVEN_RUN))
+    drafter = Drafter(rules="suffix", n_draft=4, policy=_Origins([1.0] * 5))
+    drafter.start([*run, 7, *run[:4]])  # the run again: a jump to its start
+    for i in range(4, PROVEN_RUN + 8):
+        drafter.draft()
+        drafter.accept([run[i]])
+    origins = drafter._policy.origins
+    assert origins[0] == JUMPED and set(origins[1:PROVEN_RUN]) == {IN_STEP}
+    assert set(origins[PROVEN_RUN:]) == {LONG_RUN}
 
 
 def test_llama_cpps_rules_draft_in_step_for_a_policy():

@@ -155,12 +155,14 @@ class AdaptiveLength:
 
 
 # A draft's origin (HearsOrigin): a copy whose last token held (or rules without
-# copies), one from a place not yet tested, one that missed the sequence's last token.
-IN_STEP, JUMPED, MISSED = range(3)
+# copies), one from a place not yet tested, one that missed the sequence's last token,
+# and a copy in step whose source has proved itself over a long run (the rules say how
+# long: the suffix rules' PROVEN_RUN).
+IN_STEP, JUMPED, MISSED, LONG_RUN = range(4)
 # CostAwareLength's history: the last draft submitted was not accepted whole (or there
 # was none yet), or it was. Its condition is history + 2 * origin, one of CONDITIONS.
 REJECTED, WHOLE = 0, 1
-CONDITIONS = 6
+CONDITIONS = 8
 
 
 @dataclass
@@ -184,7 +186,7 @@ class CostAwareLength:
     too, apart by the *condition* a draft is made in: after a draft the
     model accepted whole or not (a sequence starts in the second), and where
     the rules drew it from (``drafting_from``: in step, a jump, after a
-    miss). Their ratio, after a prior worth one draft that is never
+    miss, a copy in step over a long run). Their ratio, after a prior worth one draft that is never
     forgotten, is the chance that token j is right given the ones before
     (the prior: one half after a rejection, the condition's rate over every
     j after a whole draft; :data:`PRIOR`),
@@ -292,8 +294,10 @@ class CostAwareLength:
             self._history = WHOLE if accepted >= submitted else REJECTED
 
     def drafting_from(self, origin: int) -> None:
-        """Where the rules drew the next draft from: IN_STEP, JUMPED or MISSED."""
-        self._origin = check_int(origin, "origin (IN_STEP, JUMPED or MISSED)", IN_STEP, MISSED)
+        """Where the rules drew the next draft from: IN_STEP, JUMPED, MISSED or LONG_RUN."""
+        self._origin = check_int(
+            origin, "origin (IN_STEP, JUMPED, MISSED or LONG_RUN)", IN_STEP, LONG_RUN
+        )
 
     def refused_at(self, index: int) -> None:
         """The next draft's token ``index`` (0-based) is one the model has refused there:
