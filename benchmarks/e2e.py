@@ -201,7 +201,7 @@ def batch_cost(smoke, reps=7):
 
 def pass_costs(llama, reps=7, n_tokens=N_DRAFT + 1):
     """Pass costs over 1 .. n_tokens tokens on a loaded model, as {k: seconds}."""
-    from ngramdraft.integrations.llama_cpp import measure_pass_cost
+    from ngramdraft.integrations.llama_cpp_measure import measure_pass_cost
 
     costs = measure_pass_cost(llama, n_tokens, context=1024, reps=reps)
     return dict(enumerate(costs, start=1))

@@ -22,9 +22,10 @@ Two texts:
 * ``--outputs``: a trained model's own answers, the plain engine's outputs
   that a ``real_model`` run recorded (its prompts made again with the model's
   chat template), every request of a workload in order through one drafter
-  per rule set (each its engine default, ``ENGINE_N_DRAFT``: llama.cpp's
-  8 tokens, the suffix rules' 64, or fewer where the curve stops sooner),
-  as an engine serves them, priced at that run's curve (or ``--costs``'s:
+  per rule set and workload (with ``--carry``, one through every workload in
+  turn, as one server serves them), each drafting its engine default
+  (``ENGINE_N_DRAFT``: llama.cpp's 8 tokens, the suffix rules' 64, or fewer
+  where the curve stops sooner), priced at that run's curve (or ``--costs``'s:
   another run's, measured on a quieter machine; or ``--measure``'s: the
   curve measured now, as ``ngramdraft serve`` loads the model, with flash
   attention, to 65 tokens). Policies: ``whole`` (none),
@@ -55,6 +56,7 @@ N_DRAFT = 8
 ADAPTIVE = {"adaptive": {}, "adaptive-length": {"off_below": 0.0}, "auto-off": {"n_min": N_DRAFT}}
 POLICIES = ("exact", *ADAPTIVE, "cost-aware")
 WORKLOADS = ("open-ended", "edit", "templated")
+RULES = {"llamacpp": 8, "suffix": 64}  # each rule set's engine draft length (ENGINE_N_DRAFT)
 OUTPUT_POLICIES = ("whole", "given", "learned", "untimed", "oracle")
 TIMES = 3  # timings of each size at load (the adapter's TIMED_TO_TRUST)
 SMOKE_COST = {k: 1.0 + 0.4 * (k - 1) for k in range(1, 34)}
@@ -161,23 +163,28 @@ def recorded(results, smoke):
     return out
 
 
-def model_outputs(results, curve, smoke):
-    """The recorded answers through each rule set and output policy."""
+def model_outputs(results, curve, smoke, carry=False):
+    """The recorded answers through each rule set and output policy: a fresh drafter per
+    workload, or with ``carry`` one through every workload in turn, as one server serves
+    them (what it learned, and its earlier requests, carried from one to the next)."""
     from ngramdraft import Drafter
-    from ngramdraft.drafting.rulesets import RULE_SETS, rule_set
     from ngramdraft.integrations.llama_cpp import sizes_timed_at_load
 
-    rows = []
+    rows, kept = [], {}
     for workload, requests in recorded(results, smoke).items():
-        for rules in RULE_SETS:
-            n_draft = min(rule_set(rules).ENGINE_N_DRAFT, len(curve) - 1)
+        for rules, engine_n_draft in RULES.items():
+            n_draft = min(engine_n_draft, len(curve) - 1)
             for name in OUTPUT_POLICIES:
-                policy = make_policy(name, curve[: n_draft + 1])
-                drafter = Drafter(rules=rules, n_draft=n_draft, policy=policy)
-                if name == "learned":  # what the adapter times when the model loads
-                    for k in sizes_timed_at_load(n_draft):
-                        for _ in range(TIMES):
-                            drafter.observe_pass(k, curve[k - 1])
+                drafter = kept.get((rules, name)) if carry else None
+                if drafter is None:
+                    policy = make_policy(name, curve[: n_draft + 1])
+                    drafter = kept[rules, name] = Drafter(
+                        rules=rules, n_draft=n_draft, policy=policy
+                    )
+                    if name == "learned":  # what the adapter times when the model loads
+                        for k in sizes_timed_at_load(n_draft):
+                            for _ in range(TIMES):
+                                drafter.observe_pass(k, curve[k - 1])
                 figures = replay(requests, drafter, curve, oracle=name == "oracle")
                 rows.append(_row(workload, name, figures, rules=rules))
                 print(
@@ -201,7 +208,8 @@ def _costs(path):
 
 def measured(model):
     """{k: seconds} of passes over 1 .. 65 tokens of ``model``, loaded as ``serve`` loads it."""
-    from ngramdraft.integrations.llama_cpp import load_llama, measure_pass_cost, physical_cores
+    from ngramdraft.integrations.llama_cpp import load_llama, physical_cores
+    from ngramdraft.integrations.llama_cpp_measure import measure_pass_cost
 
     threads = physical_cores()
     llama = load_llama(
@@ -224,6 +232,11 @@ def main():
         "--measure",
         metavar="MODEL",
         help="measure MODEL's pass costs now, as `ngramdraft serve` loads it, and use them",
+    )
+    ap.add_argument(
+        "--carry",
+        action="store_true",
+        help="with --outputs: one drafter through every workload in turn, as one server",
     )
     ap.add_argument("--tokens", type=int, help="tokens per workload (2000)")
     ap.add_argument(
@@ -248,7 +261,8 @@ def main():
     result = {"costs_from": source, "pass_cost": {source: {str(k): v for k, v in cost.items()}}}
     if args.outputs or args.smoke:
         result["outputs_of"] = args.outputs.name if args.outputs else "smoke texts"
-        result["outputs"] = model_outputs(results, curve, args.smoke)
+        result["carry"] = args.carry
+        result["outputs"] = model_outputs(results, curve, args.smoke, args.carry)
     if not args.outputs:
         n_tokens = 200 if args.smoke else args.tokens or 2000
         result["n_draft"] = N_DRAFT
@@ -259,7 +273,12 @@ def main():
 def markdown(result):
     lines = [f"# Policies on a replay; pass costs from {result['costs_from']}", ""]
     for key, title, by_rules in (
-        ("outputs", f"A trained model's answers ({result.get('outputs_of')})", True),
+        (
+            "outputs",
+            f"A trained model's answers ({result.get('outputs_of')})"
+            + (", one drafter through every workload in turn" if result.get("carry") else ""),
+            True,
+        ),
         ("teacher_forced", "The teacher-forced workloads", False),
     ):
         if key not in result:

@@ -274,7 +274,8 @@ def divergences(runs, model_paths, base):
     """Where an output first parts from ``base``'s for the same prompt, the plain model's
     logits of the two tokens there (a plain llama_cpp.Llama of the same file, with
     llama-server's flash attention)."""
-    from ngramdraft.integrations.llama_cpp import first_difference, plain_llama
+    from ngramdraft.integrations.llama_cpp import plain_llama
+    from ngramdraft.integrations.llama_cpp_measure import first_difference
 
     plain = {(r["round"], r["model"]): r for r in runs if r["config"] == base}
     found, llamas = [], {}

@@ -118,3 +118,24 @@ EDIT_REQUEST = (
     "gone at their orders in another boat which caught three good fish the first week. The sea "
     "was calm and the sea was dark, and the old man looked at the sea for a long time."
 )
+
+
+@pytest.fixture
+def servers():
+    """``server_client.start``, each server still running when the test ends killed: a
+    failed assertion leaves no process behind."""
+    from server_client import start
+
+    started = []
+
+    def launch(*args, **kwargs):
+        proc, port, dynamic = start(*args, **kwargs)
+        started.append(proc)
+        return proc, port, dynamic
+
+    yield launch
+    for proc in started:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=60)
+        proc.log.close()

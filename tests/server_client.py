@@ -86,16 +86,43 @@ def stop(proc):
     return proc.returncode, out
 
 
+def request(port, method, path, body=b"", headers=None, key=None):
+    """(status, parsed body or raw bytes) over a new connection."""
+    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    sent = {"Content-Type": "application/json"} if body else {}
+    if key is not None:
+        sent["Authorization"] = f"Bearer {key}"
+    sent.update(headers or {})
+    data = body if isinstance(body, bytes) else json.dumps(body).encode()
+    try:
+        connection.request(method, path, data or None, sent)
+        response = connection.getresponse()
+        raw = response.read()
+    finally:
+        connection.close()
+    try:
+        return response.status, json.loads(raw)
+    except ValueError:
+        return response.status, raw
+
+
+def streamed(port, key, body):
+    """(status, events) of a streamed completion (a chat's, with messages): each event's
+    JSON, [DONE] as None; a body that is no stream, as one event."""
+    path = "/v1/completions" if "prompt" in body else "/v1/chat/completions"
+    status, raw = request(port, "POST", path, body, key=key)
+    if not isinstance(raw, bytes):
+        return status, [raw]
+    out = []
+    for line in raw.split(b"\n"):
+        if line.startswith(b"data: "):
+            payload = line[6:].strip()
+            out.append(None if payload == b"[DONE]" else json.loads(payload))
+    return status, out
+
+
 def stream(port, body):
     """The text of a streamed completion, read as server-sent events."""
-    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-    connection.request(
-        "POST", "/v1/completions", json.dumps(body), {"Content-Type": "application/json"}
-    )
-    text = ""
-    for line in connection.getresponse():
-        line = line.strip()
-        if line.startswith(b"data: ") and line != b"data: [DONE]":
-            text += json.loads(line[6:])["choices"][0]["text"]
-    connection.close()
-    return text
+    status, got = streamed(port, None, body)
+    assert status == 200, got
+    return "".join(event["choices"][0]["text"] for event in got if event)

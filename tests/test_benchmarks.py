@@ -29,6 +29,7 @@ PUBLIC = {
     "ngramdraft",
     "ngramdraft.cli",
     "ngramdraft.integrations.llama_cpp",
+    "ngramdraft.integrations.llama_cpp_measure",
     "ngramdraft.integrations.llama_cpp_server",
     "ngramdraft.integrations.transformers",
     "ngramdraft.integrations.vllm",
@@ -328,7 +329,8 @@ def test_a_divergence_is_weighed_by_the_plain_model_where_it_happens(tiny_gguf):
     leads, by a margin no smaller than the gap to its runner-up."""
     pytest.importorskip("llama_cpp")
     import real_model
-    from ngramdraft.integrations.llama_cpp import generate, plain_llama
+    from ngramdraft.integrations.llama_cpp import plain_llama
+    from ngramdraft.integrations.llama_cpp_measure import generate
 
     prompt = list(range(1, 40)) * 2
     plain = generate(plain_llama(tiny_gguf, n_ctx=512), prompt, 30).tokens
@@ -350,10 +352,10 @@ def test_the_decode_clock_times_llama_decode_in_the_hosts_loop_and_ngramdrafts(t
     from common.engines import _DecodeClock
     from ngramdraft.integrations.llama_cpp import (
         NgramDraftModel,
-        generate,
         load_llama,
         plain_llama,
     )
+    from ngramdraft.integrations.llama_cpp_measure import generate
 
     inner = llama_cpp.llama_cpp.llama_decode
     prompt = list(range(1, 40)) * 3

@@ -105,6 +105,16 @@ def test_the_readmes_llama_cpp_snippet_runs_as_written(tiny_gguf, capsys):
     assert capsys.readouterr().out.strip()  # the reply was printed
 
 
+@pytest.mark.engine
+def test_the_readmes_transformers_snippet_runs_as_written(smollm, capsys):
+    """The snippet as written: its model is the trained one the tests fetch anyway."""
+    pytest.importorskip("transformers")
+    readme = (REPO / "README.md").read_text()
+    code = re.search(r"<!-- transformers -->\n```python\n(.*?)\n```", readme, re.S).group(1)
+    exec(compile(code, "README.md", "exec"), {})
+    assert capsys.readouterr().out.strip()  # the reply was printed
+
+
 CITED = re.compile(r"benchmarks/results/[\w./-]+?(?:\{[\w,]+\}|\.\w+)(?=[`\s),;:]|$)")
 INDEX = REPO / "benchmarks" / "results" / "README.md"
 

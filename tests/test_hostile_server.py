@@ -12,7 +12,6 @@ request with the same text as before the sweep, and SIGTERM saves a dynamic
 file that loads.
 """
 
-import http.client
 import json
 import signal
 import socket
@@ -25,7 +24,7 @@ pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 
 from ngramdraft import NgramCache
-from server_client import start, stop
+from server_client import request, stop, streamed
 
 pytestmark = pytest.mark.engine
 
@@ -35,39 +34,6 @@ REFUSALS = {400, 401, 404, 405, 413, 415, 422, 501}
 GREEDY = {"prompt": "the old man and the sea, and the man who was old", "max_tokens": 24,
           "temperature": 0}  # fmt: skip
 COMPLETIONS, CHAT = "/v1/completions", "/v1/chat/completions"
-
-
-def request(port, method, path, body=b"", headers=None, key=KEY):
-    """(status, parsed body or raw bytes) over a new connection."""
-    connection = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-    sent = {"Content-Type": "application/json"} if body else {}
-    if key is not None:
-        sent["Authorization"] = f"Bearer {key}"
-    sent.update(headers or {})
-    data = body if isinstance(body, bytes) else json.dumps(body).encode()
-    try:
-        connection.request(method, path, data or None, sent)
-        response = connection.getresponse()
-        raw = response.read()
-    finally:
-        connection.close()
-    try:
-        return response.status, json.loads(raw)
-    except ValueError:
-        return response.status, raw
-
-
-def _streamed(port, body):
-    """(status, events) of a streamed completion: each event's JSON, [DONE] as None."""
-    status, raw = request(port, "POST", COMPLETIONS if "prompt" in body else CHAT, body)
-    if not isinstance(raw, bytes):
-        return status, [raw]
-    events = []
-    for line in raw.split(b"\n"):
-        if line.startswith(b"data: "):
-            payload = line[6:].strip()
-            events.append(None if payload == b"[DONE]" else json.loads(payload))
-    return status, events
 
 
 def _wrong_values():
@@ -149,10 +115,10 @@ def _sweep(n_vocab):
     return out
 
 
-def test_a_hostile_sweep_gets_no_500_and_the_server_lives(tiny_gguf, tmp_path):
-    proc, port, dynamic = start(tiny_gguf, tmp_path, "--rules", "llamacpp", "--api-key", KEY)
+def test_a_hostile_sweep_gets_no_500_and_the_server_lives(servers, tiny_gguf, tmp_path):
+    proc, port, dynamic = servers(tiny_gguf, tmp_path, "--rules", "llamacpp", "--api-key", KEY)
     try:
-        status, before = request(port, "POST", COMPLETIONS, GREEDY)
+        status, before = request(port, "POST", COMPLETIONS, GREEDY, key=KEY)
         assert status == 200
         n_vocab = 32_000  # the tiny model's (tests/random_gguf.py)
         sweep = _sweep(n_vocab)
@@ -174,7 +140,7 @@ def test_a_hostile_sweep_gets_no_500_and_the_server_lives(tiny_gguf, tmp_path):
         assert seen.get(200, 0) > 50 and seen.get(422, 0) > 100 and seen.get(400, 0) > 30
         _streams_that_fail_say_so(port)
         _sixteen_clients_and_some_leave(port)
-        status, after = request(port, "POST", COMPLETIONS, GREEDY)
+        status, after = request(port, "POST", COMPLETIONS, GREEDY, key=KEY)
         assert status == 200
         assert after["choices"][0]["text"] == before["choices"][0]["text"]
     finally:
@@ -189,14 +155,14 @@ def _streams_that_fail_say_so(port):
     refused before it begins gets the plain refusal."""
     long_chat = {"messages": [{"role": "user", "content": "sea " * 3000}], "stream": True,
                  "max_tokens": 4}  # fmt: skip
-    status, events = _streamed(port, long_chat)
+    status, events = streamed(port, KEY, long_chat)
     if status == 200:  # the host takes the chat before it renders it: its failure is an event
         assert events and isinstance(events[-1], dict) and "error" in events[-1], events[-2:]
     else:
         assert status == 400, events
-    status, events = _streamed(port, {"prompt": "sea " * 3000, "stream": True})
+    status, events = streamed(port, KEY, {"prompt": "sea " * 3000, "stream": True})
     assert status == 400 and "context" in events[0]["error"]["message"]
-    status, events = _streamed(port, {"prompt": "\ud800", "stream": True})
+    status, events = streamed(port, KEY, {"prompt": "\ud800", "stream": True})
     assert status == 400
 
 
@@ -215,7 +181,7 @@ def _sixteen_clients_and_some_leave(port):
                     s.recv(100)
                 return
             body = {**GREEDY, "max_tokens": 8, "stream": i % 2 == 1}
-            status, _ = request(port, "POST", COMPLETIONS, body)
+            status, _ = request(port, "POST", COMPLETIONS, body, key=KEY)
             if status != 200:
                 failures.append((i, status))
         except OSError as e:
@@ -229,17 +195,17 @@ def _sixteen_clients_and_some_leave(port):
     assert not failures, failures
 
 
-def test_the_draft_counts_come_back_in_each_response_and_at_metrics(tiny_gguf, tmp_path):
+def test_the_draft_counts_come_back_in_each_response_and_at_metrics(servers, tiny_gguf, tmp_path):
     """llama-server's `timings` (draft_n, draft_n_accepted) in each completion, streamed or
     not, and the counters under the names vLLM and llama-server publish."""
-    proc, port, _ = start(tiny_gguf, tmp_path, "--rules", "llamacpp")
+    proc, port, _ = servers(tiny_gguf, tmp_path, "--rules", "llamacpp")
     try:
         body = {**GREEDY, "max_tokens": 120}
         status, whole = request(port, "POST", COMPLETIONS, body, key=None)
         assert status == 200
         timings = whole["timings"]
         assert 0 < timings["draft_n_accepted"] <= timings["draft_n"]
-        status, events = _streamed(port, {**body, "stream": True})
+        status, events = streamed(port, KEY, {**body, "stream": True})
         last = [e for e in events if e and e.get("timings")]
         assert status == 200 and len(last) == 1 and last[0]["choices"][0]["finish_reason"]
         assert 0 <= last[0]["timings"]["draft_n_accepted"] <= last[0]["timings"]["draft_n"]

@@ -26,13 +26,15 @@ from ngramdraft.errors import (  # noqa: E402
 )
 from ngramdraft.integrations.llama_cpp import (  # noqa: E402
     NgramDraftModel,
-    first_difference,
-    generate,
     load_llama,
-    measure_pass_cost,
     plain_llama,
 )
 from ngramdraft.integrations.llama_cpp_decode import Decoder  # noqa: E402
+from ngramdraft.integrations.llama_cpp_measure import (  # noqa: E402
+    first_difference,
+    generate,
+    measure_pass_cost,
+)
 from ngramdraft.tokenizers.gguf import GGUFTokenizer  # noqa: E402
 from random_gguf import TINY, write_random_gguf  # noqa: E402
 

@@ -12,7 +12,7 @@ import pytest
 import ngramdraft.rulesets
 from ngramdraft import BatchDrafter, Drafter, InvalidParameterError, ReplayResult, replay
 from ngramdraft.drafting.rulesets import DEFAULT, RULE_SETS, rule_set
-from ngramdraft.integrations.passes import engine_drafter
+from ngramdraft.integrations.core import engine_drafter
 
 
 def test_every_package_is_named_and_every_name_a_package():
@@ -66,7 +66,7 @@ def loaded():
 
 # An engine adapter's drafter (engine_drafter, as load_llama's and transformers' make it).
 _FIRST_SEQUENCE = """
-from ngramdraft.integrations.passes import engine_drafter
+from ngramdraft.integrations.core import engine_drafter
 
 drafter = engine_drafter(rules=sys.argv[1])
 before = loaded()
@@ -83,13 +83,14 @@ drafter.finish()
 print(sorted(loaded() - before))
 """
 
-# BatchDrafters after their rule set's load_kernels (what vLLM's proposer calls as it is
+# BatchDrafters after their rule set's load_batch_kernels (what vLLM's proposer calls as it is
 # made), on one thread and over the machine's threads.
 _FIRST_STEP = """
 from ngramdraft import BatchDrafter
-from ngramdraft.drafting.batch import PARALLEL_FROM, load_kernels
+from ngramdraft.drafting.batch import PARALLEL_FROM
+from ngramdraft.drafting.practice import load_batch_kernels
 
-load_kernels(sys.argv[1])
+load_batch_kernels(sys.argv[1])
 before = loaded()
 for n in (1, 8, PARALLEL_FROM + 3):
     batch = BatchDrafter(rules=sys.argv[1], max_seqs=n)
@@ -142,7 +143,7 @@ def _unimplemented(interface):
 def test_a_rule_set_implements_all_its_interface_leaves_to_it(rules, interface):
     made = rule_set(rules).DRAFTER if interface is Drafter else rule_set(rules).BATCH
     left = _unimplemented(interface)
-    assert len(left) >= 8  # what the interface leaves is seen
+    assert len(left) >= (8 if interface is Drafter else 4)  # what the interface leaves is seen
     missing = [name for name in left if getattr(made, name) is getattr(interface, name)]
     assert not missing, f"{made.__name__} lacks {missing}"
 

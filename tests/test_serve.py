@@ -22,7 +22,7 @@ pytest.importorskip("uvicorn")
 
 from ngramdraft import NgramCache, RequestMemory
 from ngramdraft.integrations.llama_cpp import load_llama
-from server_client import ask, post, start, stop, stream
+from server_client import ask, post, stop, stream
 
 pytestmark = pytest.mark.engine
 
@@ -30,8 +30,8 @@ PROMPTS = ["the old man and the sea, and the man who was old", "a good book of t
 
 
 @pytest.fixture
-def server(tiny_gguf, tmp_path):
-    proc, port, dynamic = start(tiny_gguf, tmp_path, "--save-every", "0")
+def server(servers, tiny_gguf, tmp_path):
+    proc, port, dynamic = servers(tiny_gguf, tmp_path, "--save-every", "0")
     yield port, dynamic
     stop(proc)
 
@@ -65,8 +65,10 @@ def test_malformed_requests_get_4xx_with_an_openai_error_and_the_server_goes_on(
     assert got == 200 and answer["usage"]["completion_tokens"] == 4
 
 
-def test_an_api_key_guards_every_route_and_a_bad_body_without_it_gets_401(tiny_gguf, tmp_path):
-    proc, port, _ = start(tiny_gguf, tmp_path, env={"NGRAMDRAFT_API_KEY": "s3cret"})
+def test_an_api_key_guards_every_route_and_a_bad_body_without_it_gets_401(
+    servers, tiny_gguf, tmp_path
+):
+    proc, port, _ = servers(tiny_gguf, tmp_path, env={"NGRAMDRAFT_API_KEY": "s3cret"})
     try:
         body = {"prompt": "the old man", "max_tokens": 3}
         assert ask(port, "/v1/completions", body)[0] == 401
@@ -81,15 +83,15 @@ def test_an_api_key_guards_every_route_and_a_bad_body_without_it_gets_401(tiny_g
         stop(proc)
 
 
-def test_listening_beyond_loopback_without_a_key_is_said_atstart(tiny_gguf, tmp_path):
-    proc, _, _ = start(tiny_gguf, tmp_path, "--host", "0.0.0.0")
+def test_listening_beyond_loopback_without_a_key_is_said_atstart(servers, tiny_gguf, tmp_path):
+    proc, _, _ = servers(tiny_gguf, tmp_path, "--host", "0.0.0.0")
     _, out = stop(proc)
     assert "ngramdraft: warning: serving on 0.0.0.0" in out and "--api-key" in out
 
 
 @pytest.mark.parametrize("rules", ["llamacpp", "suffix"])
 def test_every_request_runs_ngramdraft_loop_and_temperature_zero_is_greedy(
-    tiny_gguf, tmp_path, rules
+    servers, tiny_gguf, tmp_path, rules
 ):
     """The host's own server keeps every position's logits (its ModelSettings' logits_all),
     which once sent every request of `serve` to the host's loop, and applies a repeat
@@ -97,7 +99,7 @@ def test_every_request_runs_ngramdraft_loop_and_temperature_zero_is_greedy(
     chat and sampled requests all run ngramdraft's loop, and `temperature: 0` alone is
     the model's greedy output (llama-server's default, repeat_penalty 1.0)."""
     # Whole drafts: a policy that learns pass costs may, on a busy machine, submit none.
-    proc, port, _ = start(tiny_gguf, tmp_path, "--rules", rules, "--no-policy")
+    proc, port, _ = servers(tiny_gguf, tmp_path, "--rules", rules, "--no-policy")
     plain = load_llama(tiny_gguf, n_ctx=2048, flash_attn=True)  # serve's default
     try:
         for prompt in PROMPTS:
@@ -127,8 +129,8 @@ def test_logprobs_are_refused_with_a_400_naming_the_field(server):
     assert status == 400 and body["error"]["param"] == "logprobs"
 
 
-def test_stats_count_drafts_since_start_at_metrics_and_in_the_log(tiny_gguf, tmp_path):
-    proc, port, _ = start(tiny_gguf, tmp_path)
+def test_stats_count_drafts_since_start_at_metrics_and_in_the_log(servers, tiny_gguf, tmp_path):
+    proc, port, _ = servers(tiny_gguf, tmp_path)
     prompt = "the old man and the sea, and the man who was old"
     for _ in range(2):
         post(port, "/v1/completions", {"prompt": prompt, "max_tokens": 120, "temperature": 0})
@@ -145,8 +147,10 @@ def test_stats_count_drafts_since_start_at_metrics_and_in_the_log(tiny_gguf, tmp
     assert out.count("ngramdraft: since start:") == 2
 
 
-def test_sigterm_saves_every_pending_count_and_exits_cleanly(tiny_gguf, tmp_path):
-    proc, port, dynamic = start(tiny_gguf, tmp_path, "--rules", "llamacpp", "--save-every", "3600")
+def test_sigterm_saves_every_pending_count_and_exits_cleanly(servers, tiny_gguf, tmp_path):
+    proc, port, dynamic = servers(
+        tiny_gguf, tmp_path, "--rules", "llamacpp", "--save-every", "3600"
+    )
     prompts = ["one two three four five six seven", "eight nine ten eleven twelve"]
     tokens = [post(port, "/extras/tokenize", {"input": p})["tokens"] for p in prompts]
     for p in prompts:
@@ -161,7 +165,7 @@ def test_sigterm_saves_every_pending_count_and_exits_cleanly(tiny_gguf, tmp_path
 
 
 def test_the_suffix_rules_serve_greedy_output_and_save_their_requests_at_sigterm(
-    tiny_gguf, tmp_path
+    servers, tiny_gguf, tmp_path
 ):
     """`serve --rules suffix`: completions equal the engine's own, drafts are made and
     accepted, and SIGTERM writes both sequences to the requests file, which a second server
@@ -169,7 +173,7 @@ def test_the_suffix_rules_serve_greedy_output_and_save_their_requests_at_sigterm
     plain = load_llama(tiny_gguf, n_ctx=2048, flash_attn=True)  # serve's default
     params = {"max_tokens": 200, "temperature": 0, "repeat_penalty": 1.1}
     # --no-policy: what the learned costs submit depends on the machine's load.
-    proc, port, requests = start(
+    proc, port, requests = servers(
         tiny_gguf, tmp_path, "--rules", "suffix", "--no-policy", "--save-every", "3600"
     )
     tokens = [post(port, "/extras/tokenize", {"input": p})["tokens"] for p in PROMPTS]
@@ -188,7 +192,7 @@ def test_the_suffix_rules_serve_greedy_output_and_save_their_requests_at_sigterm
     assert (held == -1).sum() == 2
     for t in tokens:  # each prompt (after the BOS both begin with) is held whole
         assert any((held[i : i + len(t) - 1] == t[1:]).all() for i in range(len(held)))
-    proc, port, _ = start(tiny_gguf, tmp_path, "--rules", "suffix")
+    proc, port, _ = servers(tiny_gguf, tmp_path, "--rules", "suffix")
     try:
         got = post(port, "/v1/completions", {"prompt": PROMPTS[0], **params})
         want = plain.create_completion(PROMPTS[0], **params)
@@ -202,11 +206,13 @@ def _rss(pid):
         return next(int(line.split()[1]) << 10 for line in f if line.startswith("VmRSS:"))
 
 
-def test_load_with_streams_and_cancellations_keeps_serving_and_loses_nothing(tiny_gguf, tmp_path):
+def test_load_with_streams_and_cancellations_keeps_serving_and_loses_nothing(
+    servers, tiny_gguf, tmp_path
+):
     """Eight clients for a bounded time: mixed lengths, a third streamed, half of those dropped
     mid-stream. Every request completes or gets a clean error, memory stays bounded, and after
     SIGTERM the dynamic file holds every completed request's n-grams."""
-    proc, port, dynamic = start(tiny_gguf, tmp_path, "--rules", "llamacpp", "--save-every", "2")
+    proc, port, dynamic = servers(tiny_gguf, tmp_path, "--rules", "llamacpp", "--save-every", "2")
     outcomes, finished, lock = [], [], threading.Lock()
     deadline = time.monotonic() + 25
     rss = []
@@ -267,7 +273,7 @@ def test_load_with_streams_and_cancellations_keeps_serving_and_loses_nothing(tin
 
 
 @pytest.mark.parametrize("rules", ["llamacpp", "suffix"])
-def test_a_trained_model_serves_its_own_greedy_chat_answer(smollm, tmp_path, rules):
+def test_a_trained_model_serves_its_own_greedy_chat_answer(servers, smollm, tmp_path, rules):
     """SmolLM2-135M over HTTP: the chat answer equals the plain engine's, drafts accepted."""
     from conftest import EDIT_REQUEST
     from ngramdraft.integrations.llama_cpp import plain_llama
@@ -279,7 +285,7 @@ def test_a_trained_model_serves_its_own_greedy_chat_answer(smollm, tmp_path, rul
         "repeat_penalty": 1.0,
     }
     want = plain_llama(smollm, n_ctx=2048).create_chat_completion(**request, temperature=0.0)
-    proc, port, _ = start(smollm, tmp_path, "--rules", rules, "--no-policy")
+    proc, port, _ = servers(smollm, tmp_path, "--rules", rules, "--no-policy")
     try:
         got = post(port, "/v1/chat/completions", {**request, "temperature": 0}, timeout=300)
         _, stats = ask(port, "/ngramdraft/stats")

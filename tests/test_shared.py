@@ -57,7 +57,7 @@ def test_threads_sharing_a_path_and_a_second_drafter_see_each_other(tmp_path):
     found = _contributions(path)
     assert all(t.tolist() == [7] and c.tolist() == [1] for t, c in found.values())
     # The writer that saved last holds everything, the other's included.
-    last = max(drafters, key=lambda d: d._shared._seen[2])
+    last = max(drafters, key=lambda d: d.shared._seen[2])
     assert len(last.dynamic) == len(NgramCache.load(path))
 
 

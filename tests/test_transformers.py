@@ -13,6 +13,7 @@ transformers = pytest.importorskip("transformers")
 
 from ngramdraft import StaticCache, SuffixCorpus  # noqa: E402
 from ngramdraft.errors import InvalidParameterError, VocabularyError  # noqa: E402
+from ngramdraft.integrations.core import DraftStep  # noqa: E402
 from ngramdraft.integrations.transformers import NgramCandidateGenerator, NgramDraft  # noqa: E402
 
 pytestmark = pytest.mark.engine
@@ -60,7 +61,7 @@ def test_ngramdraft_candidates_are_lossless(model, prompt, reference, rules):
     draft = NgramDraft(rules=rules)
     out = model.generate(prompt, max_new_tokens=N, do_sample=False, custom_generate=draft)
     assert torch.equal(out, reference)
-    assert draft.last.n_drafted > 0 and draft.last.n_calls < N
+    assert draft.stats.drafted > 0 and draft.stats.passes < N
 
 
 def test_oracle_and_garbage_candidates_are_lossless(model, prompt, reference):
@@ -68,7 +69,7 @@ def test_oracle_and_garbage_candidates_are_lossless(model, prompt, reference):
     oracle = Scripted(lambda seq: full[len(seq) : len(seq) + 8])
     out = model.generate(prompt, max_new_tokens=N, do_sample=False, custom_generate=oracle)
     assert torch.equal(out, reference)
-    assert oracle.last.n_calls <= N // 9 + 2
+    assert oracle.stats.passes <= N // 9 + 2
     rng = np.random.default_rng(0)
     garbage = Scripted(lambda seq: rng.integers(0, 300, 8).astype(np.int32))
     out = model.generate(prompt, max_new_tokens=N, do_sample=False, custom_generate=garbage)
@@ -80,7 +81,7 @@ def test_suffix_rules_with_a_corpus_are_lossless(model, prompt, reference, tmp_p
     draft = NgramDraft(rules="suffix", static=corpus)
     out = model.generate(prompt, max_new_tokens=N, do_sample=False, custom_generate=draft)
     assert torch.equal(out, reference)
-    assert draft.last.n_drafted > 0
+    assert draft.stats.drafted > 0
 
 
 def test_static_and_dynamic_caches_are_lossless(model, prompt, reference, tmp_path):
@@ -104,7 +105,7 @@ def test_candidates_stop_at_eos_and_max_length():
     config = transformers.GenerationConfig(max_length=14)
     config._eos_token_tensor = torch.tensor([7])
     draft = NgramDraft()
-    generator = NgramCandidateGenerator(draft.drafter, config)
+    generator = NgramCandidateGenerator(DraftStep(draft.drafter), config)
     seq = torch.tensor([[5, 6, 8, 9, 5, 6, 8, 9, 5, 6]])
     out, logits = generator.get_candidates(seq)
     assert logits is None and out[0, 10:].tolist() == [8, 9, 5]  # max_length - 1 - 10

@@ -54,7 +54,8 @@ outputs = llm.generate(prompts, params, use_tqdm=False)
 result = {"prompts": [p["prompt_token_ids"] for p in prompts],
           "tokens": [list(o.outputs[0].token_ids) for o in outputs]}
 if spec:
-    result["stats"] = llm.llm_engine.model_executor.driver_worker.worker.model_runner.drafter.stats
+    runner = llm.llm_engine.model_executor.driver_worker.worker.model_runner
+    result["stats"] = runner.drafter.stats.as_dict()
 print("RESULT " + json.dumps(result), flush=True)
 """
 
@@ -125,8 +126,8 @@ def test_greedy_output_is_identical_with_the_proposer(engine_runs, rules):
     assert drafted["tokens"] == plain["tokens"]
     assert [len(t) for t in plain["tokens"]] == [len(t) for t in drafted["tokens"]]
     stats = drafted["stats"]
-    assert stats["drafted"] > 100  # it did draft: the random model repeats itself
-    assert stats["started"] == N_REQUESTS  # each request followed once, packing and all
+    assert stats["drafted_tokens"] > 100  # it did draft: the random model repeats itself
+    assert stats["sequences"] == N_REQUESTS  # each request followed once, packing and all
 
 
 @pytest.mark.engine
@@ -290,7 +291,7 @@ def test_rows_packed_as_vllm_packs_them_draft_as_one_drafter_per_request(seed):
             expected = request[1].draft().tolist() if sampled[row] else []
             expected = expected[: max_len - lengths[row]]
             assert drafts[row] == expected, (row, request[0])
-    assert proposer.stats["started"] == next_id
+    assert proposer.stats.sequences == next_id
 
 
 def test_a_row_with_a_negative_id_gets_no_draft_and_is_followed_again_later():
@@ -304,7 +305,7 @@ def test_a_row_with_a_negative_id_gets_no_draft_and_is_followed_again_later():
     assert proposer.propose([[-1]], lengths, token_ids) == [[]]
     token_ids[0, 6] = 1
     assert proposer.propose([[1]], lengths, token_ids) == [[2, 3, 1, 2]]
-    assert proposer.stats["started"] == 2 and proposer.stats["finished"] == 1
+    assert proposer.stats.sequences == 2 and proposer.stats.finished == 1
 
 
 def test_drafts_stop_at_the_model_length():

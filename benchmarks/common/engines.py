@@ -208,7 +208,8 @@ class LlamaCpp:
         )
 
     def pass_cost(self, smoke: bool) -> dict[int, float]:
-        from ngramdraft.integrations.llama_cpp import load_llama, measure_pass_cost
+        from ngramdraft.integrations.llama_cpp import load_llama
+        from ngramdraft.integrations.llama_cpp_measure import measure_pass_cost
 
         llama = load_llama(self.path, n_ctx=2048, n_threads=THREADS, n_threads_batch=THREADS)
         n = 9 if smoke else 33
@@ -218,7 +219,8 @@ class LlamaCpp:
     def margin(
         self, prompt: list[int], plain: list[int], other: list[int], position: int
     ) -> dict[str, float]:
-        from ngramdraft.integrations.llama_cpp import first_difference, plain_llama
+        from ngramdraft.integrations.llama_cpp import plain_llama
+        from ngramdraft.integrations.llama_cpp_measure import first_difference
 
         llama = plain_llama(self.path, **self._settings())
         d = first_difference(llama, prompt, plain, other)
@@ -237,7 +239,8 @@ class LlamaCppAnswering:
         self.llama, self.draft = llama, draft
 
     def answer(self, messages: list[dict[str, str]], max_tokens: int) -> Answer:
-        from ngramdraft.integrations.llama_cpp import chat_prompt, generate
+        from ngramdraft.integrations.llama_cpp import chat_prompt
+        from ngramdraft.integrations.llama_cpp_measure import generate
 
         prompt = chat_prompt(self.llama, messages)
         with _DecodeClock() as clock:

@@ -79,6 +79,11 @@ class ModelFileError(NgramdraftError):
     """A model path that does not exist or is not a model file the engine can load."""
 
 
+class EngineVersionError(NgramdraftError):
+    """The engine installed lacks what ngramdraft's adapter was written for; the message
+    names what is missing and the version to install."""
+
+
 class ModelDownloadError(NgramdraftError):
     """A trained model could not be fetched (no registry reachable, or not the published file)."""
 

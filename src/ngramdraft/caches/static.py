@@ -305,7 +305,11 @@ def as_static(
 ) -> StaticCache:
     """A StaticCache for the static role: the cache itself, an opened path, or a frozen copy.
 
-    With ``tokenizer``, a cache that records another tokenizer is refused.
+    A frozen copy (of an in-memory cache, or of a llama.cpp lookup file) is
+    written to an anonymous temporary file, mapped, then unlinked: it takes
+    disk space in the temporary folder while mapped, and the build layer's
+    time. With ``tokenizer``, a cache that records another tokenizer is
+    refused.
     """
     if isinstance(cache, StaticCache):
         static = cache

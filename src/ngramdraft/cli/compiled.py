@@ -14,6 +14,7 @@ edit the next command compiles again, and says so again.
 """
 
 import contextlib
+import functools
 import io
 import os
 import tempfile
@@ -23,6 +24,7 @@ from pathlib import Path
 import xxhash
 
 from .._version import __version__
+from ..drafting.rulesets import RULE_SETS, rule_set
 from ..files.folders import cache_dir
 
 PACKAGE = Path(__file__).resolve().parents[1]
@@ -76,59 +78,14 @@ def exercise(part: str) -> None:
         PARTS[part](Path(folder))
 
 
-def _llamacpp(folder: Path) -> None:
-    from ..caches.ngram import NgramCache
-    from ..caches.static import StaticCache
-    from ..drafting.batch import BatchDrafter, drive_batch
-    from ..drafting.drafter import Drafter, drive_drafter, practice_tokens
-    from ..drafting.policy import AdaptiveLength, CostAwareLength
-    from ..drafting.replay import replay
-
-    stream = practice_tokens()
-    StaticCache.build(stream, folder / "s.ngd")
-    static = StaticCache.open(folder / "s.ngd")
-    static.verify(deep=True)
-    StaticCache.merge([static, folder / "s.ngd"], folder / "m.ngd")
-    dynamic = NgramCache()
-    dynamic.update(stream)
-    dynamic.save(folder / "d.ngd")
-    dynamic.save(folder / "d.bin", "llamacpp")
-    NgramCache.load(folder / "d.bin").merge(NgramCache.load(folder / "d.ngd"))
-    StaticCache.from_llamacpp(folder / "d.bin", folder / "c.ngd")
-    replay(stream, 256, 8, static, folder / "d.ngd", dump=True)
-    replay(stream, 256, 8, folder / "c.ngd")
-    for policy in (None, AdaptiveLength(), CostAwareLength([1.0] + [1.2] * 8)):
-        drive_drafter(Drafter(static, folder / "d.ngd", policy=policy), stream)
-    for n in (4, 40):
-        drive_batch(BatchDrafter(static, NgramCache(), max_seqs=n), stream, n)
-
-
-def _suffix(folder: Path) -> None:
-    from ..caches.requests import RequestMemory
-    from ..caches.suffix_corpus import SuffixCorpus
-    from ..drafting.batch import BatchDrafter, drive_batch
-    from ..drafting.drafter import Drafter, drive_drafter, practice_tokens
-    from ..drafting.policy import CostAwareLength
-    from ..drafting.replay import replay
-
-    stream = practice_tokens()
-    SuffixCorpus.build(stream, folder / "c.ngd")
-    corpus = SuffixCorpus.open(folder / "c.ngd")
-    corpus.verify(deep=True)
-    memory = RequestMemory()
-    memory.add(stream[:500])
-    memory.save(folder / "r.ngd")
-    replay(stream, 256, 8, corpus, folder / "r.ngd", rules="suffix", dump=True)
-    for policy in (None, CostAwareLength()):
-        drive_drafter(Drafter(corpus, folder / "r.ngd", rules="suffix", policy=policy), stream)
-    drive_drafter(Drafter(rules="suffix", n_draft=32), stream)
-    for n in (4, 40):
-        drive_batch(BatchDrafter(corpus, memory, rules="suffix", max_seqs=n), stream, n)
+def _rule_set(name: str, folder: Path) -> None:
+    """A rule set's own kernels, as its package's ``exercise`` runs them."""
+    rule_set(name).exercise(folder)
 
 
 def _commands(folder: Path) -> None:
     """The commands' own paths (token files in, every kind of file out)."""
-    from ..drafting.drafter import practice_tokens
+    from ..drafting.practice import practice_tokens
     from .parser import parser
 
     t, s, x, b = (str(folder / name) for name in ("t.i32", "s.ngd", "x.ngd", "s.bin"))
@@ -151,8 +108,8 @@ def _commands(folder: Path) -> None:
             args.run(args)
 
 
+# One part per rule set of the registry (drafting/rulesets.py), and the commands'.
 PARTS: dict[str, Callable[[Path], None]] = {
-    "llamacpp": _llamacpp,
-    "suffix": _suffix,
+    **{name: functools.partial(_rule_set, name) for name in RULE_SETS},
     "commands": _commands,
 }

@@ -158,8 +158,8 @@ def model_file(name: str) -> str:
 
 
 def _draft_model(args: argparse.Namespace, save_every: float = 0.0) -> Any:
+    from ..integrations.core import AUTO
     from ..integrations.llama_cpp import NgramDraftModel
-    from ..integrations.passes import AUTO
 
     policy: Policy | None = AUTO
     if args.no_policy:
@@ -180,6 +180,7 @@ def _draft_model(args: argparse.Namespace, save_every: float = 0.0) -> Any:
 
 def generate_command(args: argparse.Namespace) -> None:
     from ..integrations import llama_cpp as engine
+    from ..integrations import llama_cpp_measure as measure
 
     if args.prompt_file is not None:
         text = Path(args.prompt_file).read_text(encoding="utf-8")
@@ -198,13 +199,13 @@ def generate_command(args: argparse.Namespace) -> None:
             f"prompt ({len(prompt)} tokens) + -n {args.n_predict} exceeds the context "
             f"(-c {args.n_ctx}): raise -c or lower -n"
         )
-    runs = {"ngramdraft": engine.generate(llama, prompt, args.n_predict, draft)}
+    runs = {"ngramdraft": measure.generate(llama, prompt, args.n_predict, draft)}
     draft.finish()
     parted = None
     if args.compare:
         del llama  # one model in memory at a time
         plain = engine.plain_llama(path, **settings)
-        runs["plain Llama"] = engine.generate(plain, prompt, args.n_predict)
+        runs["plain Llama"] = measure.generate(plain, prompt, args.n_predict)
     figures: dict[str, Any] = {
         name: {
             "n_prompt": len(prompt),
@@ -226,7 +227,7 @@ def generate_command(args: argparse.Namespace) -> None:
         figures["speedup"] = base.seconds / ours.seconds
         figures["decode_speedup"] = ours.decode_tokens_per_s / base.decode_tokens_per_s
         figures["identical"] = ours.tokens == base.tokens
-        parted = engine.first_difference(plain, prompt, base.tokens, ours.tokens)
+        parted = measure.first_difference(plain, prompt, base.tokens, ours.tokens)
         figures["first_difference"] = None if parted is None else dataclasses.asdict(parted)
     if args.json:
         print(json.dumps(figures))

@@ -5,8 +5,12 @@ makes the batch of the rule set ``rules`` names (``drafting/rulesets.py``),
 a subclass of this class; each rule set's batch runs its row kernels over
 every sequence asked for in one call, over the machine's threads from
 ``PARALLEL_FROM`` sequences on, with the GIL released. Here: the protocol,
-the checks every batch makes of its arguments, and the statuses every
-rule set's row kernels return.
+what every batch does alike (its sequences' drafters by id, spare drafters
+reused, the calls that act on one sequence, the dynamic file's saves), the
+checks every batch makes of its arguments, and the statuses every rule
+set's row kernels return. A rule set's batch adds its kernels' calls
+(``draft``, ``accept``, ``sync``) and where a sequence's state lives
+(``_place``, ``_release``).
 """
 
 import functools
@@ -21,7 +25,7 @@ import numpy as np
 from ..errors import InvalidParameterError, InvalidTokensError, UnknownSequenceError
 from ..kernels.padded import first_bad_id
 from ..validation import check_token_range, not_a_token, within
-from .drafter import practice_tokens, uncopyable
+from .drafter import uncopyable
 from .rulesets import rule_set
 
 if TYPE_CHECKING:
@@ -37,6 +41,31 @@ PARALLEL_FROM = 32
 # llama.cpp's rules' accepts also return ``position << 2 | table.NEED_SLOTS`` or
 # ``NEED_POOL`` (1, 2): a table to grow; these stay clear of them.
 DONE, NEED_ROOM, MISMATCH = -1, 3, 4
+
+
+# The calls of a batch that read or write its sequences (every one but the constructor).
+SERIALIZED = (
+    "__len__",
+    "__contains__",
+    "add",
+    "draft",
+    "accept",
+    "sync",
+    "rewind",
+    "finish",
+    "flush",
+    "tokens",
+    "observe_pass",
+)
+
+
+def _one_at_a_time(method: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(method)
+    def call(self: "BatchDrafter", *args: Any, **kwargs: Any) -> Any:
+        with self._calls:
+            return method(self, *args, **kwargs)
+
+    return call
 
 
 class BatchDrafter:
@@ -65,7 +94,13 @@ class BatchDrafter:
 
     max_seqs: int
     n_draft: int
+    static: Any
+    dynamic: Any
+    shared: Any  # the dynamic role's file, saved under its lock (None: no file)
     _calls: threading.RLock
+    _active: "dict[Hashable, Any]"  # seq_id -> its drafter (the rule set's Drafter)
+    _spare: list[Any]  # finished drafters, started again by add()
+    _make: Callable[[], Any]  # a new drafter for a sequence, sharing the batch's caches
 
     def __new__(cls, *args: Any, rules: str = "llamacpp", **options: Any) -> "BatchDrafter":
         if cls is BatchDrafter:  # the rule set's own class, whose __init__ Python then calls
@@ -86,19 +121,82 @@ class BatchDrafter:
     def __getstate__(self) -> None:
         raise uncopyable(self)  # its sequences' kernel states hold addresses, as a Drafter's
 
-    # What each rule set's batch implements (tests/test_rulesets.py checks it does).
+    # What every rule set's batch does alike.
 
+    @_one_at_a_time
     def __len__(self) -> int:
         """Sequences active."""
-        raise NotImplementedError
+        return len(self._active)
 
+    @_one_at_a_time
     def __contains__(self, seq_id: object) -> bool:
         """Whether sequence ``seq_id`` is active."""
-        raise NotImplementedError
+        return seq_id in self._active
 
+    @_one_at_a_time
     def add(self, seq_id: Hashable, prompt_tokens: "ArrayLike") -> None:
         """Start sequence ``seq_id`` with its prompt."""
+        check_new_sequence(seq_id, self._active, self._has_room(), self.max_seqs)
+        drafter = self._spare.pop() if self._spare else self._make()
+        self._place(seq_id, drafter)
+        try:
+            drafter.start(prompt_tokens)
+        except BaseException:
+            self._release(seq_id)
+            self._spare.append(drafter)
+            raise
+        self._active[seq_id] = drafter
+
+    @_one_at_a_time
+    def rewind(self, seq_id: Hashable, n: int) -> None:
+        """Remove sequence ``seq_id``'s last n tokens, as :meth:`Drafter.rewind`."""
+        self._drafter(seq_id).rewind(n)
+
+    @_one_at_a_time
+    def finish(self, seq_id: Hashable) -> None:
+        """End sequence ``seq_id``, as :meth:`Drafter.finish` (its drafter is kept for the
+        next add)."""
+        drafter = self._drafter(seq_id)
+        del self._active[seq_id]
+        self._release(seq_id)
+        self._spare.append(drafter)
+        drafter.finish()
+
+    @_one_at_a_time
+    def flush(self) -> None:
+        """Save what finished sequences added to a dynamic file and no save has written yet
+        (no file: nothing)."""
+        if self.shared is not None:
+            self.shared.save()
+
+    @_one_at_a_time
+    def tokens(self, seq_id: Hashable) -> np.ndarray:
+        """Sequence ``seq_id`` so far, a copy."""
+        return self._drafter(seq_id).tokens
+
+    @_one_at_a_time
+    def observe_pass(self, seq_id: Hashable, n_tokens: int, seconds: float) -> None:
+        """The engine's pass over ``n_tokens`` of sequence ``seq_id``'s tokens took ``seconds``,
+        as :meth:`Drafter.observe_pass` (for a policy that learns pass costs)."""
+        self._drafter(seq_id).observe_pass(n_tokens, seconds)
+
+    def _drafter(self, seq_id: Hashable) -> Any:
+        try:
+            return self._active[seq_id]
+        except (KeyError, TypeError) as e:
+            raise id_error(e) from None
+
+    # What each rule set's batch implements (tests/test_rulesets.py checks it does).
+
+    def _has_room(self) -> bool:
+        """Whether another sequence may be added."""
         raise NotImplementedError
+
+    def _place(self, seq_id: Hashable, drafter: Any) -> None:
+        """Give a sequence's drafter what it needs before it starts (a row of states)."""
+
+    def _release(self, seq_id: Hashable) -> None:
+        """Take back what :meth:`_place` gave a sequence that is gone."""
 
     def draft(self, seq_ids: Sequence[Hashable]) -> tuple[np.ndarray, np.ndarray]:
         """(tokens, lengths): row i holds lengths[i] drafted tokens for seq_ids[i] (int32)."""
@@ -135,52 +233,6 @@ class BatchDrafter:
         were, for the caller to finish or match elsewhere.
         """
         raise NotImplementedError
-
-    def rewind(self, seq_id: Hashable, n: int) -> None:
-        """Remove sequence ``seq_id``'s last n tokens, as :meth:`Drafter.rewind`."""
-        raise NotImplementedError
-
-    def finish(self, seq_id: Hashable) -> None:
-        """End sequence ``seq_id``, as :meth:`Drafter.finish`."""
-        raise NotImplementedError
-
-    def flush(self) -> None:
-        """Save what finished sequences added to a file and no save has written yet."""
-        raise NotImplementedError
-
-    def tokens(self, seq_id: Hashable) -> np.ndarray:
-        """Sequence ``seq_id`` so far, a copy."""
-        raise NotImplementedError
-
-    def observe_pass(self, seq_id: Hashable, n_tokens: int, seconds: float) -> None:
-        """The engine's pass over ``n_tokens`` of sequence ``seq_id``'s tokens took ``seconds``,
-        as :meth:`Drafter.observe_pass` (for a policy that learns pass costs)."""
-        raise NotImplementedError
-
-
-# The calls of a batch that read or write its sequences (every one but the constructor).
-SERIALIZED = (
-    "__len__",
-    "__contains__",
-    "add",
-    "draft",
-    "accept",
-    "sync",
-    "rewind",
-    "finish",
-    "flush",
-    "tokens",
-    "observe_pass",
-)
-
-
-def _one_at_a_time(method: Callable[..., Any]) -> Callable[..., Any]:
-    @functools.wraps(method)
-    def call(self: BatchDrafter, *args: Any, **kwargs: Any) -> Any:
-        with self._calls:
-            return method(self, *args, **kwargs)
-
-    return call
 
 
 def on_threads(
@@ -286,6 +338,11 @@ def id_error(error: Exception) -> InvalidParameterError:
     )
 
 
+def repeated_ids() -> InvalidParameterError:
+    """The named error of a batch's call given one sequence id twice."""
+    return InvalidParameterError("seq_ids lists a sequence twice: give each id once")
+
+
 def check_new_sequence(seq_id: object, active: "dict[Any, Any]", room: bool, max_seqs: int) -> None:
     """A batch's add(): the id must be a new hashable value and a slot free (``room``)."""
     try:
@@ -332,35 +389,3 @@ def int_array(values: Any, name: str, n: int) -> np.ndarray:
             f"{name} must be {n} integers, got {arr.dtype} of shape {arr.shape}"
         )
     return arr.astype(np.int64, copy=False)
-
-
-def drive_batch(batch: BatchDrafter, stream: np.ndarray, n: int) -> None:
-    """A batch's every call over n sequences of ``stream`` (:func:`practice_tokens`, n
-    fewer than a thousand); from PARALLEL_FROM sequences on, the threaded kernels."""
-    ids = list(range(n))
-    for i in ids:
-        batch.add(i, stream[i : i + 60])
-    tokens, lengths = batch.draft(ids)
-    batch.accept(ids, tokens, lengths)
-    batch.accept(ids, [stream[i + 60 : i + 62] for i in ids])
-    batch.accept(ids, np.zeros((n, 2), dtype=np.int64), np.zeros(n, dtype=np.int64))  # numpy's ints
-    table = np.stack([stream[i : i + 90] for i in ids]).astype(np.int32)
-    batch.sync(ids, table, np.full(n, 90))
-    batch.rewind(0, 3)
-    batch.accept([0], [stream[n:]])  # more than its buffer and context table hold: both grow
-    for i in ids:
-        batch.finish(i)
-
-
-_LOADED: set[str] = set()  # the rule sets whose batch kernels this process has loaded
-
-
-def load_kernels(rules: str = "llamacpp") -> None:
-    """Load the compiled kernels a BatchDrafter of ``rules`` runs, once per process, on
-    throwaway batches of one sequence and of PARALLEL_FROM, as
-    :func:`ngramdraft.drafting.drafter.load_kernels` does for one Drafter (a server's
-    first step would otherwise wait for them, about a quarter of a second)."""
-    if rules not in _LOADED:
-        for n in (1, PARALLEL_FROM):
-            drive_batch(BatchDrafter(rules=rules, max_seqs=n), practice_tokens(), n)
-        _LOADED.add(rules)

@@ -88,8 +88,8 @@ class HearsOrigin(Protocol):
 @runtime_checkable
 class HearsRefusals(Protocol):
     """A policy told, before a draft is cut, where it first offers a token the model has
-    refused at that place before (the drafter's ``REFUSED_TIMES``): ``index``, 0-based
-    (not told where the draft offers none)."""
+    refused at that place before (``REFUSED_TIMES``, ``drafting/submitting.py``):
+    ``index``, 0-based (not told where the draft offers none)."""
 
     def refused_at(self, index: int) -> None: ...
 
@@ -171,7 +171,7 @@ class CostAwareLength:
 
     ``pass_cost[k - 1]`` is the time (any unit) of one forward pass over k
     tokens, for k = 1 .. n_draft + 1: measure it on the engine you serve
-    (``integrations.llama_cpp.measure_pass_cost`` does for llama-cpp-python).
+    (``integrations.llama_cpp_measure.measure_pass_cost`` does for llama-cpp-python).
     Without it (``CostAwareLength()``) the policy learns the costs from the
     passes the engine makes (``observe_pass``, which ngramdraft's engine
     adapters call with the time from one draft to the next, and
@@ -195,13 +195,16 @@ class CostAwareLength:
     that maximizes (1 + expected accepted tokens) / pass_cost[k]: all of it
     where passes cost about the same whatever their size (a GPU), less or
     nothing where they do not and the drafts fail. ``decay`` (0 < decay <=
-    1) forgets old drafts, so the policy follows the text as it changes.
+    1) forgets old drafts, so the policy follows the text as it changes:
+    every new draft ages the counts of every condition, not only its own, so
+    that a condition the text no longer reaches (a long copy, on an edit) is
+    not trusted on the next request (records) by what it learned there.
 
     Told that a draft offers a token the model has refused at that place
-    before (``refused_at``: twice since it last took it there, the
-    drafter's ``REFUSED_TIMES``), it prices that token at REFUSED_CHANCE at
-    most, for that draft alone: where a longer pass costs more the draft is
-    cut before it.
+    before (``refused_at``: twice since it last took it there,
+    ``REFUSED_TIMES`` in ``drafting/submitting.py``), it prices that token at
+    REFUSED_CHANCE at most, for that draft alone: where a longer pass costs
+    more the draft is cut before it.
 
     Why the condition, and not the draft's length: a copy the model makes
     goes on (a draft accepted whole is followed by one that mostly is), and
@@ -314,8 +317,8 @@ class CostAwareLength:
         """Tokens ``start`` .. ``right - 1`` of a draft of ``full`` tokens made in
         ``condition`` proved right and, if ``wrong``, token ``right`` wrong (0-based)."""
         if start == 0:  # a new draft's first news: older drafts weigh less
-            self._known[condition] *= self.decay
-            self._right[condition] *= self.decay
+            self._known *= self.decay
+            self._right *= self.decay
         self._known[condition, start + 1 : right + 1 + wrong] += 1.0
         self._right[condition, start + 1 : right + 1] += 1.0
 
@@ -365,7 +368,7 @@ class CostAwareLength:
 # or 2-4% less).
 PRIOR = 0.5
 # A token the model has refused where a draft offers it, twice since it last took it
-# there (Drafter's REFUSED_TIMES), is this likely right at most: on a CPU, where a
+# there (REFUSED_TIMES, drafting/submitting.py), is this likely right at most: on a CPU, where a
 # longer pass costs more, the draft is cut before it; where passes cost alike (a
 # GPU) it still goes out whole, as the tokens after it cost nothing.
 REFUSED_CHANCE = 0.1

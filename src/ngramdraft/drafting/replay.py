@@ -15,6 +15,7 @@ share and :func:`replay`, which dispatches by ``rules``.
 
 import os
 import warnings
+from collections.abc import Iterator
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -22,6 +23,7 @@ import numpy as np
 from numba import njit
 
 from ..errors import ShortStreamWarning
+from ..progress import Progress
 from .rulesets import rule_set
 
 if TYPE_CHECKING:
@@ -120,6 +122,55 @@ def chunk_starts(n: int, n_ctx: int) -> range:
             stacklevel=3,
         )
     return starts
+
+
+class Chunks:
+    """A rule set's replay's scaffold: the chunks to replay (``starts``), the time drafting
+    them, their dumps, and the figures as a :class:`ReplayResult`.
+
+    ``for start in chunks.each(quiet)`` walks the chunks with a progress bar;
+    the rule set times its kernel's calls into ``t_draft`` and adds each
+    chunk's dump with :meth:`dumped`.
+    """
+
+    def __init__(self, seq: np.ndarray, n_ctx: int, n_draft: int, dump: bool) -> None:
+        self.n_ctx, self.n_draft, self.dump = n_ctx, n_draft, dump
+        self.starts = chunk_starts(len(seq), n_ctx)
+        # Sized by what a chunk can hold, never by n_ctx alone (a chunk exists only
+        # when the stream is longer than n_ctx).
+        self.size = max(2, min(n_ctx, len(seq)))
+        self.chunk_dump = np.zeros(dump_capacity(self.size, n_draft) if dump else 0, np.int32)
+        self.counters = np.zeros(4, dtype=np.int64)  # calls, drafted, accepted, dump words
+        self.t_draft = 0.0
+        self._dumps: list[np.ndarray] = []
+
+    def each(self, quiet: bool) -> Iterator[int]:
+        """Each chunk's start, a progress bar counting them."""
+        with Progress("replay", len(self.starts) * self.n_ctx, " tok", quiet=quiet) as progress:
+            for start in self.starts:
+                yield start
+                progress.update(self.n_ctx)
+
+    def dumped(self) -> None:
+        """Keep the chunk just replayed's dump (with ``dump``)."""
+        if self.dump:
+            self._dumps.append(self.chunk_dump[: self.counters[3]].copy())
+
+    def result(self, t_load: float, t_startup: float) -> ReplayResult:
+        """The figures of every chunk replayed (times in seconds)."""
+        counters, dumps = self.counters, self._dumps
+        return ReplayResult(
+            n_ctx=self.n_ctx,
+            n_draft=self.n_draft,
+            n_predict=len(self.starts) * self.n_ctx,
+            n_calls=int(counters[0]),
+            n_drafted=int(counters[1]),
+            n_accept=int(counters[2]),
+            t_draft_ms=1000 * self.t_draft,
+            t_load_ms=1000 * t_load,
+            t_startup_ms=1000 * t_startup,
+            dump=(np.concatenate(dumps) if dumps else np.zeros(0, np.int32)) if self.dump else None,
+        )
 
 
 def dump_capacity(n_ctx: int, n_draft: int) -> int:

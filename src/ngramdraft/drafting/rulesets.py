@@ -11,7 +11,9 @@ provides what the rest of ngramdraft looks up by name:
 * ``replay(tokens, n_ctx, n_draft, static, dynamic, *, dump, quiet, tokenizer)``:
   lookup-stats' protocol, returning a :class:`~ngramdraft.ReplayResult`;
 * ``ENGINE_N_DRAFT`` and ``engine_policy()``: what an engine adapter drafts
-  with unless told otherwise (``integrations/passes.py``).
+  with unless told otherwise (``integrations/core.py``);
+* ``exercise(folder)``: every kernel of the rule set run on tiny inputs,
+  which ``cli/compiled.py`` runs to compile an installation's kernels once.
 
 Adding a rule set is a package like those and one line below
 (``docs/architecture.md``). A package is imported at its first use.

@@ -25,9 +25,7 @@ import functools
 import inspect
 import os
 import platform
-import time
 from collections import Counter
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -40,8 +38,9 @@ from ..files.kinds import check_gguf
 from ..optional import require
 from ..tokenizers.gguf import LlamaVocab, model_name
 from ..validation import check_int
+from . import llama_cpp_host as host
+from .core import DraftStep, engine_drafter
 from .llama_cpp_decode import decoder_of, speculative_generate
-from .passes import PassClock, engine_drafter
 
 # Positions before the passes timed at load: a short prompt, as a 512-token one
 # takes longer on a CPU than all the passes after it (4.5 s against 3 s for a
@@ -81,7 +80,7 @@ class NgramDraftModel(_BASE):
     suffix file and a requests file) and ``tokenizer`` to check the static
     cache against (a GGUF path checks it against that model's vocabulary).
 
-    Defaults by rule set (:mod:`~ngramdraft.integrations.passes`): llama.cpp's
+    Defaults by rule set (:mod:`~ngramdraft.integrations.core`): llama.cpp's
     rules draft as llama.cpp does (8 tokens, no policy); the suffix rules
     draft up to 64 tokens and submit what the engine's measured pass costs
     make worth it (``CostAwareLength()``, which learns those costs from the
@@ -104,25 +103,11 @@ class NgramDraftModel(_BASE):
         **kwargs: Any,
     ) -> None:
         self.drafter = engine_drafter(static, dynamic, n_draft, *args, **kwargs)
-        self.stats = DraftStats()
-        self._seen = 0  # tokens of the sequence at the last call
-        self._drafted = 0  # tokens that call drafted
-        self._clock = PassClock()
+        self._step = DraftStep(self.drafter)
+        self.stats = self._step.stats
 
     def __call__(self, input_ids: Any, /, **kwargs: Any) -> np.ndarray:
-        new = len(input_ids) - self._seen
-        if self.drafter.sync(input_ids):
-            # The host verified the last draft and added what it accepted plus one
-            # token of its own: every token past that one is an accepted draft.
-            self.stats.accepted_draft(max(0, min(new - 1, self._drafted)))
-            self._clock.called(self.drafter.observe_pass, new)
-        else:
-            self.stats.sequences += 1
-        draft = self.drafter.draft()  # int32 is np.intc on every platform llama.cpp builds for
-        self.stats.drafted_now(len(draft))
-        self._seen, self._drafted = len(input_ids), len(draft)
-        self._clock.returned(len(draft))
-        return draft
+        return self._step(input_ids)  # int32 is np.intc on every platform llama.cpp builds for
 
     def check_model(self, llama: Any) -> None:
         """Raise if this drafter's caches cannot serve ``llama`` (vocabulary, tokenizer)."""
@@ -161,8 +146,7 @@ class NgramDraftModel(_BASE):
 
     def finish(self) -> None:
         """End the current sequence: merge it into the dynamic cache (and save that file)."""
-        if self.drafter.started:
-            self.drafter.finish()
+        self._step.finish()
 
 
 def _pass_facts(llama: Any, sizes: list[int]) -> dict[str, object]:
@@ -235,63 +219,6 @@ def sizes_timed_at_load(n_draft: int) -> list[int]:
     return powers if largest - powers[-1] <= 1 else [*powers, largest]
 
 
-@dataclass
-class DraftStats:
-    """What an :class:`NgramDraftModel` did: the figures vLLM's and llama.cpp's servers report.
-
-    ``passes`` counts the forward passes after each prompt's (the host asks
-    for a draft before each); ``drafts`` those given a draft of one token or
-    more; ``accepted`` the drafted tokens the model confirmed, known at the
-    next call (a sequence's last pass is not seen), and ``accepted_by_position``
-    how often the i-th token of a draft was one of them (vLLM's and
-    llama-server's ``spec_decode_num_accepted_tokens_per_pos``).
-    """
-
-    sequences: int = 0
-    passes: int = 0
-    drafts: int = 0
-    drafted: int = 0
-    accepted: int = 0
-    accepted_by_position: list[int] = field(default_factory=list)
-
-    def drafted_now(self, n: int) -> None:
-        """A pass is about to verify a draft of ``n`` tokens."""
-        self.passes += 1
-        self.drafts += n > 0
-        self.drafted += n
-
-    def accepted_draft(self, n: int) -> None:
-        """The model confirmed the first ``n`` tokens of the last draft."""
-        self.accepted += n
-        grow = n - len(self.accepted_by_position)
-        if grow > 0:
-            self.accepted_by_position += [0] * grow
-        for i in range(n):
-            self.accepted_by_position[i] += 1
-
-    @property
-    def acceptance(self) -> float:
-        """Share of drafted tokens accepted."""
-        return self.accepted / self.drafted if self.drafted else 0.0
-
-    @property
-    def tokens_per_pass(self) -> float:
-        """Tokens each forward pass produced: its own one plus the accepted drafts."""
-        return (self.passes + self.accepted) / self.passes if self.passes else 0.0
-
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "sequences": self.sequences,
-            "passes": self.passes,
-            "drafts": self.drafts,
-            "drafted_tokens": self.drafted,
-            "accepted_tokens": self.accepted,
-            "accepted_tokens_by_position": list(self.accepted_by_position),
-            "acceptance": round(self.acceptance, 4),
-            "tokens_per_pass": round(self.tokens_per_pass, 4),
-        }
-
-
 @functools.cache
 def drafting_llama() -> type:
     """``DraftingLlama``: the host's ``Llama``, drafting through ngramdraft's own loop.
@@ -317,8 +244,10 @@ def drafting_llama() -> type:
         def drafts_in_own_loop(self) -> bool:
             """Whether ``generate`` verifies drafts with ngramdraft's loop: a draft model set,
             and a model whose logits and state that loop can serve."""
-            return self.draft_model is not None and not (
-                self._logits_all or self._is_recurrent or self._is_hybrid
+            return (
+                self.draft_model is not None
+                and not host.keeps_every_logit(self)
+                and host.rolls_back(self)
             )
 
         def generate(self, *args: Any, **kwargs: Any) -> Any:
@@ -363,6 +292,7 @@ def load_llama(
         llama = cls(str(path), draft_model=draft_model, n_ctx=n_ctx, verbose=verbose, **kwargs)
     except ValueError as e:  # the host's word for any model it cannot load
         raise ModelFileError(f"{path}: llama.cpp cannot load this model ({e})") from e
+    host.check(llama)
     if isinstance(draft_model, NgramDraftModel):
         draft_model.check_model(llama)
         draft_model.time_passes(llama)
@@ -400,7 +330,7 @@ def chat_text(llama: Any, messages: list[dict[str, str]]) -> tuple[str, bool]:
             "give it a plain prompt"
         )
     chat_format = _llama_cpp().llama_chat_format
-    vocab = llama._model
+    vocab = host.vocab(llama)
     bos, eos = llama.token_bos(), llama.token_eos()
     formatter = chat_format.Jinja2ChatFormatter(
         template=template,
@@ -409,152 +339,3 @@ def chat_text(llama: Any, messages: list[dict[str, str]]) -> tuple[str, bool]:
     )
     rendered = formatter(messages=messages)
     return rendered.prompt, bool(rendered.added_special)
-
-
-def measure_pass_cost(
-    llama: Any, n_tokens: int, *, context: int = 512, reps: int = 5
-) -> list[float]:
-    """Median seconds of one verification pass over k = 1 .. n_tokens tokens, after ``context``.
-
-    What a draft of k - 1 tokens costs on this model and machine, as
-    ngramdraft's loop verifies it: the ``pass_cost`` of
-    :class:`~ngramdraft.CostAwareLength` (``n_tokens`` = n_draft + 1). Token
-    ids do not change the cost; the model's context is reset afterwards.
-    """
-    return decoder_of(llama).pass_cost(n_tokens, context=context, reps=reps)
-
-
-@dataclass
-class Generation:
-    """One greedy generation and what drafting did in it (``ngramdraft generate`` prints it)."""
-
-    tokens: list[int]
-    text: str
-    prompt_seconds: float  # the prompt's pass, to the first token
-    decode_seconds: float  # every later token
-    passes: int  # forward passes (the prompt's counts as one)
-    drafted: int
-    accepted: int
-    draft_lengths: list[int]  # the draft of each pass after the prompt's, as the model got it
-
-    @property
-    def seconds(self) -> float:
-        return self.prompt_seconds + self.decode_seconds
-
-    @property
-    def tokens_per_s(self) -> float:
-        """Tokens over the whole request, the prompt's time included."""
-        return len(self.tokens) / self.seconds if self.seconds else 0.0
-
-    @property
-    def decode_tokens_per_s(self) -> float:
-        """Tokens after the first over the time after it: what drafting speeds up."""
-        return (len(self.tokens) - 1) / self.decode_seconds if self.decode_seconds else 0.0
-
-    @property
-    def tokens_per_pass(self) -> float:
-        return len(self.tokens) / self.passes if self.passes else 0.0
-
-
-def generate(llama: Any, prompt_tokens: Any, n: int, draft_model: Any = None) -> Generation:
-    """Generate up to ``n`` tokens greedily with ``llama``, timing the prompt and the rest.
-
-    ``llama`` is any ``Llama``: one :func:`load_llama` made drafts through
-    ngramdraft's loop, a plain one through the host's; both keep what the
-    model's state shares with the prompt, as a server does. Generation stops
-    at ``n`` tokens or an end-of-generation token. A draft model is called once
-    before every forward pass after the prompt's, so passes are 1 + draft
-    calls, and every token past the first of a pass was an accepted draft.
-    """
-    counter = _CountingDraft(draft_model) if draft_model is not None else None
-    llama.draft_model = counter
-    tokens: list[int] = []
-    t0 = time.perf_counter()
-    t_first = t0
-    try:
-        for token in llama.generate(list(prompt_tokens), temp=0.0, repeat_penalty=1.0):
-            if not tokens:
-                t_first = time.perf_counter()
-            tokens.append(token)
-            if len(tokens) >= n or _llama_cpp().llama_vocab_is_eog(llama._model.vocab, token):
-                break
-    finally:
-        llama.draft_model = draft_model
-    t_end = time.perf_counter()
-    calls = len(counter.lengths) if counter else len(tokens) - 1
-    text = llama.detokenize(tokens).decode("utf-8", errors="replace")
-    return Generation(
-        tokens=tokens,
-        text=text,
-        prompt_seconds=t_first - t0,
-        decode_seconds=t_end - t_first,
-        passes=1 + calls,
-        drafted=sum(counter.lengths) if counter else 0,
-        accepted=len(tokens) - 1 - calls,
-        draft_lengths=counter.lengths if counter else [0] * calls,
-    )
-
-
-@dataclass
-class Divergence:
-    """Where two greedy outputs of one prompt first part, as the plain model saw it there."""
-
-    position: int  # the index, in the outputs, of the first token that differs
-    tokens: tuple[int, int]  # (the plain model's token there, the other output's)
-    logits: tuple[float, float]  # the plain model's logits of those two tokens there
-    top_gap: float  # the gap between the plain model's two largest logits there
-
-    @property
-    def margin(self) -> float:
-        """How far the plain model's choice was ahead of the other output's token."""
-        return self.logits[0] - self.logits[1]
-
-
-def first_difference(
-    llama: Any, prompt_tokens: Any, plain_tokens: list[int], other_tokens: list[int]
-) -> Divergence | None:
-    """Where ``other_tokens`` first part from ``plain_tokens``, or None if they never do.
-
-    Both are greedy outputs of ``prompt_tokens``; ``plain_tokens`` a plain
-    ``Llama``'s (:func:`plain_llama`), ``llama`` that same plain model. Its
-    logits at the first differing position are computed again as plain
-    decoding computed them (the prompt in one go, then each output token
-    alone), so a small margin there says the outputs part at a near-tie, which
-    a verification pass's batched arithmetic may tip the other way. The
-    model's state is reset. Outputs that stop at different lengths without
-    differing before (``n`` tokens against an end of generation) are None too:
-    there is no token to weigh.
-    """
-    position = next(
-        (i for i, (a, b) in enumerate(zip(plain_tokens, other_tokens, strict=False)) if a != b),
-        None,
-    )
-    if position is None:
-        return None
-    # The decoder's batches are the host's own eval's: the last position's logits only.
-    decoder = decoder_of(llama)
-    llama.reset()
-    logits = decoder.prompt(list(prompt_tokens))[0]
-    for token in plain_tokens[:position]:
-        logits = decoder.decode([token], 1)[0]
-    a, b = plain_tokens[position], other_tokens[position]
-    top2 = np.sort(logits)[-2:]
-    return Divergence(
-        position=position,
-        tokens=(a, b),
-        logits=(float(logits[a]), float(logits[b])),
-        top_gap=float(top2[1] - top2[0]),
-    )
-
-
-class _CountingDraft:
-    """Records the length of every draft of any draft model, as the model is given it."""
-
-    def __init__(self, inner: Any) -> None:
-        self.inner = inner
-        self.lengths: list[int] = []
-
-    def __call__(self, input_ids: Any, /, **kwargs: Any) -> Any:
-        draft = self.inner(input_ids, **kwargs)
-        self.lengths.append(len(draft))
-        return draft

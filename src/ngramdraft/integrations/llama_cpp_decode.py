@@ -29,6 +29,7 @@ import numpy as np
 
 from ..errors import InvalidParameterError
 from ..optional import require
+from . import llama_cpp_host as host
 
 
 class Decoder:
@@ -41,7 +42,7 @@ class Decoder:
 
     def __init__(self, llama: Any) -> None:
         self.lib = require("llama_cpp", "llama", "llama-cpp-python drafting")
-        self.llama = llama
+        self.llama = host.check(llama)
         self.n_batch = int(llama.n_batch)
         self.n_vocab = int(llama.n_vocab())
         batch = self.lib.llama_batch_init(self.n_batch, 0, 1)
@@ -64,19 +65,19 @@ class Decoder:
         """
         llama, n = self.llama, len(tokens)
         start = llama.n_tokens
-        llama._ctx.kv_cache_seq_rm(-1, start, -1)
+        host.drop_positions(llama, start)
         self._token[:n] = tokens
         self._pos[:n] = np.arange(start, start + n)
         self._logits[:n] = 0
         self._logits[n - rows : n] = 1
         self.batch.n_tokens = n
-        code = self.lib.llama_decode(llama._ctx.ctx, self.batch)
+        code = self.lib.llama_decode(host.context(llama), self.batch)
         if code != 0:  # the host's own error, so that its callers' handlers still apply
             raise RuntimeError(f"llama_decode returned {code}")
         llama.input_ids[start : start + n] = tokens
         llama.n_tokens = start + n
-        llama._requires_eval = False
-        out = self.lib.llama_get_logits(llama._ctx.ctx)
+        host.evaluated(llama)
+        out = self.lib.llama_get_logits(host.context(llama))
         view = np.ctypeslib.as_array(out, shape=(rows, self.n_vocab))
         view.flags.writeable = False
         return view
@@ -123,7 +124,7 @@ class Decoder:
 def capacity(llama: Any) -> int:
     """Positions the model's state holds: its context, or ``input_ids`` if shorter (the
     host sizes that by the n_ctx asked for; llama.cpp may round its own up)."""
-    return min(int(llama._n_ctx), len(llama.input_ids))
+    return min(host.context_size(llama), len(llama.input_ids))
 
 
 def decoder_of(llama: Any) -> Decoder:
@@ -167,7 +168,7 @@ def speculative_generate(
     host treats them: as the start of the next draft.
     """
     decoder = decoder_of(llama)
-    sampler = None if picks_argmax(settings) else llama._init_sampler(**_sampler(settings))
+    sampler = None if picks_argmax(settings) else host.sampler(llama, **_sampler(settings))
     tokens = list(tokens)
     if not tokens:
         raise InvalidParameterError("generate needs at least one prompt token")
@@ -220,7 +221,7 @@ def _pick(llama: Any, rows: np.ndarray, i: int, sampler: Any) -> int:
         return int(rows[i].argmax())
     # The row's place among the decode's outputs, counted from the end (llama.cpp's
     # negative index), so that a prompt chunk's one output is row 0 too.
-    return int(sampler.sample(llama._ctx, i - len(rows)))
+    return host.sample(sampler, llama, i - len(rows))
 
 
 _SAMPLER_ARGS = (
@@ -237,7 +238,7 @@ def _sampler(settings: dict[str, Any]) -> dict[str, Any]:
 def _reusable_prefix(llama: Any, tokens: list[int]) -> int:
     """Positions of the model's state a new prompt keeps: their common prefix, less one so
     that the prompt's last position is evaluated again (its logits are needed)."""
-    if llama.n_tokens == 0 or llama._is_recurrent or llama._is_hybrid:
+    if llama.n_tokens == 0 or not host.rolls_back(llama):
         return 0
     held = llama.input_ids[: llama.n_tokens]
     m = min(len(held), len(tokens))

@@ -48,8 +48,10 @@ from typing import Any
 from ..errors import NgramdraftWarning
 from ..files.kinds import check_gguf
 from ..optional import require
+from . import llama_cpp_host
 from . import server_checks as checks
-from .llama_cpp import DraftStats, NgramDraftModel, drafting_llama
+from .core import DraftStats
+from .llama_cpp import NgramDraftModel, drafting_llama
 
 log = logging.getLogger("ngramdraft.server")
 
@@ -433,7 +435,7 @@ def _checked_model(llama: Any) -> checks.Model:
     """What the gate's checks need of ``llama``: its vocabulary, context, tokenizer and
     grammar parser (llama.cpp's own, whose failure is a null sampler, not a crash)."""
     lib = require("llama_cpp", "server", "ngramdraft serve")
-    vocab = llama._model.vocab
+    vocab = llama_cpp_host.vocab(llama).vocab
 
     def grammar_error(grammar: str) -> str | None:
         sampler = lib.llama_sampler_init_grammar(vocab, grammar.encode(), b"root")
@@ -473,8 +475,7 @@ def create_app(
         host=host, port=port, api_key=api_key, interrupt_requests=False
     )
     app = server_app.create_app(server_settings=server, model_settings=[model])
-    llama = server_app._llama_proxy()  # the model create_app just loaded (the only one)
-    llama.__class__ = drafting_llama()
+    llama = llama_cpp_host.served_model(server_app, drafting_llama())
     llama.draft_model = draft_model
     if draft_model is not None and not llama.drafts_in_own_loop():
         # The host's loop would need every position's logits, which this server does not

@@ -18,10 +18,10 @@ from typing import Any
 
 import numpy as np
 
-from ..drafting.drafter import Drafter
 from ..errors import InvalidParameterError
 from ..optional import require
-from .passes import PassClock, engine_drafter
+from . import transformers_host as host
+from .core import DraftStep, engine_drafter
 
 _candidates = require(
     "transformers.generation.candidate_generator", "transformers", "transformers drafting"
@@ -31,7 +31,7 @@ _GENERATOR: Any = _candidates.CandidateGenerator
 
 
 class NgramCandidateGenerator(_GENERATOR):
-    """transformers' CandidateGenerator protocol over a :class:`~ngramdraft.Drafter`.
+    """transformers' CandidateGenerator protocol over one sequence's :class:`DraftStep`.
 
     ``get_candidates(input_ids)`` returns ``input_ids`` extended by the draft
     (and no logits: the drafts are tokens, verified by the model), cut so that
@@ -39,34 +39,25 @@ class NgramCandidateGenerator(_GENERATOR):
     token, as transformers' own prompt lookup does.
     """
 
-    def __init__(self, drafter: Drafter, generation_config: Any) -> None:
-        self.drafter = drafter
+    def __init__(self, step: DraftStep, generation_config: Any) -> None:
+        self.step = step
         self.max_length = generation_config.max_length
-        eos = getattr(generation_config, "_eos_token_tensor", None)
-        self.eos = set() if eos is None else {int(t) for t in eos.reshape(-1).tolist()}
-        self.n_calls = 0
-        self.n_drafted = 0
-        self._seen: int | None = None  # tokens at the last call (None: none yet)
-        self._clock = PassClock()
+        self.eos = host.eos_tokens(generation_config)
 
     def get_candidates(self, input_ids: Any, **kwargs: Any) -> tuple[Any, None]:
-        n = input_ids.shape[1]
-        new = None if self._seen is None else n - self._seen
-        if self.drafter.sync(input_ids[0].cpu().numpy()):
-            self._clock.called(self.drafter.observe_pass, new)
-        draft = self.drafter.draft()[: max(0, self.max_length - n - 1)]
-        for i, token in enumerate(draft.tolist()):
-            if token in self.eos:
-                draft = draft[:i]
-                break
-        self.n_calls += 1
-        self.n_drafted += len(draft)
-        self._seen = n
-        self._clock.returned(len(draft))
+        room = max(0, self.max_length - input_ids.shape[1] - 1)
+        draft = self.step(input_ids[0].cpu().numpy(), lambda d: self._cut(d[:room]))
         if len(draft) == 0:
             return input_ids, None
         extra = torch.from_numpy(draft.astype(np.int64)).to(input_ids.device)[None]
         return torch.cat((input_ids, extra), dim=1), None
+
+    def _cut(self, draft: np.ndarray) -> np.ndarray:
+        """The draft up to its first EOS token, which would end generation there."""
+        for i, token in enumerate(draft.tolist()):
+            if token in self.eos:
+                return draft[:i]
+        return draft
 
     def update_candidate_strategy(self, input_ids: Any, scores: Any, num_matches: Any) -> None:
         pass  # the next get_candidates syncs the accepted tokens: the drafter learns there
@@ -75,7 +66,7 @@ class NgramCandidateGenerator(_GENERATOR):
     def num_drafting_tokens(self) -> int:
         """The most tokens one call drafts: how many past positions the host's cache keeps
         ready to roll back (transformers 5.25 and later ask every candidate generator)."""
-        return int(self.drafter.n_draft)
+        return int(self.step.drafter.n_draft)
 
 
 class NgramDraft:
@@ -84,12 +75,12 @@ class NgramDraft:
     Parameters are :class:`~ngramdraft.Drafter`'s (``static``, ``dynamic``,
     ``n_draft``, ``ngram_min``, ``ngram_max``, ``tokenizer``, ``policy``,
     ``rules``), with an engine's defaults for the rule set
-    (:mod:`~ngramdraft.integrations.passes`: the suffix rules draft up to 64
+    (:mod:`~ngramdraft.integrations.core`: the suffix rules draft up to 64
     tokens and learn what the model's passes cost). Each
     ``generate`` call is one sequence; when it returns, the sequence is merged
     into the dynamic cache (and a dynamic path is saved), so later calls learn
-    from earlier ones. ``last`` is the candidate generator of the latest call
-    (``n_calls``, ``n_drafted``).
+    from earlier ones. ``stats`` counts what drafting did over every call
+    (:class:`~ngramdraft.integrations.core.DraftStats`).
     """
 
     def __init__(
@@ -101,7 +92,8 @@ class NgramDraft:
         **kwargs: Any,
     ) -> None:
         self.drafter = engine_drafter(static, dynamic, n_draft, *args, **kwargs)
-        self.last: NgramCandidateGenerator | None = None
+        self._step = DraftStep(self.drafter)
+        self.stats = self._step.stats
 
     def __call__(
         self,
@@ -119,16 +111,14 @@ class NgramDraft:
                 f"transformers' assisted decoding runs one sequence at a time; got a batch of "
                 f"{input_ids.shape[0]} (call generate once per sequence)"
             )
+        host.check(model)
         vocab = model.config.get_text_config().vocab_size
         self.drafter.check_vocabulary(vocab)
-        generator = NgramCandidateGenerator(self.drafter, generation_config)
-        self.last = generator
-        # The host's assisted loop asks this hook for its candidate generator;
-        # shadowing it on the instance for this call runs the loop unchanged.
-        model._get_candidate_generator = lambda **_: generator
+        generator = NgramCandidateGenerator(self._step, generation_config)
         try:
-            return type(model)._assisted_decoding(
+            return host.assisted_decoding(
                 model,
+                generator,
                 input_ids,
                 logits_processor=logits_processor,
                 stopping_criteria=stopping_criteria,
@@ -138,6 +128,4 @@ class NgramDraft:
                 **model_kwargs,
             )
         finally:
-            del model._get_candidate_generator
-            if self.drafter.started:
-                self.drafter.finish()
+            self._step.finish()

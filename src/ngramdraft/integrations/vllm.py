@@ -48,10 +48,11 @@ from typing import Any
 
 import numpy as np
 
-from ..drafting.batch import BatchDrafter, load_kernels
+from ..drafting.batch import BatchDrafter
+from ..drafting.practice import load_batch_kernels
 from ..drafting.rulesets import DEFAULT
 from ..errors import NgramdraftError
-from .passes import AUTO, PassClock, engine_policy
+from .core import AUTO, DraftStats, PassClock, engine_policy
 
 PREFIX = 4  # tokens of a sequence's start that index the sequences without a row
 
@@ -77,8 +78,10 @@ class NgramProposer:
     of yours). ``n_draft`` is vLLM's ``num_speculative_tokens``, and up to
     vLLM's ``max_num_seqs`` requests are followed at once.
 
-    ``stats`` holds the calls, the seconds spent in them and the sequences
-    started and finished, for reporting the proposer's cost per step.
+    ``stats`` (:class:`~ngramdraft.integrations.core.DraftStats`) holds the
+    steps (``passes``), the tokens drafted, the seconds spent drafting and the
+    sequences started and finished, for reporting the proposer's cost per
+    step; vLLM counts the accepted tokens itself.
     """
 
     static = None
@@ -96,7 +99,7 @@ class NgramProposer:
         self.max_model_len = vllm_config.model_config.max_model_len
         max_seqs = vllm_config.scheduler_config.max_num_seqs
         rules = self.rules or os.environ.get("NGRAMDRAFT_RULES") or DEFAULT
-        load_kernels(rules)  # with the engine's start, not in its first step
+        load_batch_kernels(rules)  # with the engine's start, not in its first step
         self.batch = BatchDrafter(
             static=self.static or os.environ.get("NGRAMDRAFT_STATIC") or None,
             dynamic=self.dynamic or os.environ.get("NGRAMDRAFT_DYNAMIC") or None,
@@ -116,7 +119,7 @@ class NgramProposer:
         # The sequence each batch row held last step.
         self._row_ids: list[Hashable | None] = [None] * max_seqs
         self._next_id = 0
-        self.stats = {"calls": 0, "seconds": 0.0, "started": 0, "finished": 0, "drafted": 0}
+        self.stats = DraftStats()
         # vLLM never says a request ended but by dropping its row at the next
         # step: the last requests reach the dynamic cache when the process ends.
         atexit.register(self.close)
@@ -128,7 +131,7 @@ class NgramProposer:
         """Finish every sequence still followed into the dynamic cache, and save a path."""
         for seq_id in {s for s in self._row_ids if s is not None}:
             self.batch.finish(seq_id)
-            self.stats["finished"] += 1
+            self.stats.finished += 1
         self._row_ids = [None] * len(self._row_ids)
         self.batch.flush()
 
@@ -164,14 +167,14 @@ class NgramProposer:
             take = np.minimum(got, limit - lengths[wanted]).tolist()
             for i, row, k in zip(wanted, out.tolist(), take, strict=True):
                 drafts[i] = row[:k]
-            self.stats["drafted"] += sum(take)
+            self.stats.drafted += sum(take)
         # Only a step of one request times its draft's pass: several share a step's time.
         self._clocked = None
         if n == 1 and self._row_ids[0] is not None:
             self._clocked = (self._row_ids[0], int(lengths[0]))
             self._clock.returned(len(drafts[0]))
-        self.stats["calls"] += 1
-        self.stats["seconds"] += time.perf_counter() - start
+        self.stats.passes += 1
+        self.stats.seconds += time.perf_counter() - start
         return drafts
 
     def _follow(self, n: int, lengths: np.ndarray, token_ids: np.ndarray) -> None:
@@ -197,13 +200,13 @@ class NgramProposer:
         lost |= self._sync(moved, lengths, token_ids)  # new tokens may hold a negative id
         for seq_id in lost:
             self.batch.finish(seq_id)
-            self.stats["finished"] += 1
+            self.stats.finished += 1
         for i in free:
             if self._row_ids[i] is None and (row := token_ids[i, : lengths[i]]).min(initial=0) >= 0:
                 self._row_ids[i] = self._next_id
                 self.batch.add(self._next_id, row)
                 self._next_id += 1
-                self.stats["started"] += 1
+                self.stats.sequences += 1
 
     def _sync(self, rows: list[int], lengths: np.ndarray, token_ids: np.ndarray) -> set[Hashable]:
         """Accept the new tokens of these rows; the sequences of rows that do not extend them."""

@@ -2,6 +2,7 @@
 
 from .batch import LlamaCppBatch as BATCH
 from .drafter import LlamaCppDrafter as DRAFTER
+from .exercise import exercise
 from .replay import replay
 
 ENGINE_N_DRAFT = 8  # llama.cpp's own --draft default
@@ -12,4 +13,4 @@ def engine_policy() -> None:
     return None
 
 
-__all__ = ["BATCH", "DRAFTER", "ENGINE_N_DRAFT", "engine_policy", "replay"]
+__all__ = ["BATCH", "DRAFTER", "ENGINE_N_DRAFT", "engine_policy", "exercise", "replay"]

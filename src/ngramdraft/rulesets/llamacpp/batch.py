@@ -19,15 +19,15 @@ from ...caches.static import as_static
 from ...drafting.batch import (
     MISMATCH,
     BatchDrafter,
-    check_new_sequence,
     flatten_tokens,
     id_error,
     left_over,
     on_threads,
+    repeated_ids,
     sync_arguments,
 )
-from ...drafting.drafter import MAX_DRAFT
-from ...errors import CorruptFileError, InvalidParameterError
+from ...drafting.drafter import MAX_DRAFT, damaged
+from ...errors import InvalidParameterError
 from ...kernels.frozen import CORRUPT
 from ...validation import check_int, check_ngram_range
 from .drafter import LlamaCppDrafter
@@ -84,46 +84,39 @@ class LlamaCppBatch(BatchDrafter):
         check_int(n_draft, "n_draft", 1, MAX_DRAFT)
         check_ngram_range(ngram_min, ngram_max)
         self.static = None if static is None else as_static(static, tokenizer=tokenizer)
-        shared, self.dynamic = dynamic_role(
+        self.shared, self.dynamic = dynamic_role(
             dynamic, lock_timeout=lock_timeout, max_ngrams=max_dynamic_ngrams, save_every=save_every
         )
-        self._shared = shared
         # Every sequence's drafter shares the file (saves merge under its lock)
         # or, without one, the in-memory cache.
-        shared_dynamic = shared or self.dynamic
+        shared_dynamic = self.shared or self.dynamic
         static_role = self.static
-        self._make: Callable[[], LlamaCppDrafter] = lambda: LlamaCppDrafter(
+        self._make = lambda: LlamaCppDrafter(
             static_role, shared_dynamic, n_draft, ngram_min, ngram_max
         )
         self.n_draft = n_draft
         self._states = np.zeros((self.max_seqs, STATE_WORDS), dtype=np.int64)
         self._free = list(range(self.max_seqs - 1, -1, -1))
-        self._active: dict[Hashable, tuple[int, LlamaCppDrafter]] = {}
-        self._spare: list[LlamaCppDrafter] = []  # finished drafters, reused by add()
+        self._active: dict[Hashable, LlamaCppDrafter] = {}
+        self._row_of: dict[Hashable, int] = {}  # each active sequence's row of states
+        self._spare: list[LlamaCppDrafter] = []
         # The rows of the last ids asked for: a server drafts and accepts the same
         # running sequences step after step, and an id's row changes only at add/finish.
         self._known: tuple[tuple[Hashable, ...], np.ndarray] | None = None
 
-    def __len__(self) -> int:
-        return len(self._active)
+    def _has_room(self) -> bool:
+        return bool(self._free)
 
-    def __contains__(self, seq_id: object) -> bool:
-        return seq_id in self._active
-
-    def add(self, seq_id: Hashable, prompt_tokens: "ArrayLike") -> None:
-        """Start sequence ``seq_id`` with its prompt."""
-        check_new_sequence(seq_id, self._active, bool(self._free), self.max_seqs)
-        drafter = self._spare.pop() if self._spare else self._make()
+    def _place(self, seq_id: Hashable, drafter: LlamaCppDrafter) -> None:
+        """A free row of the states' table: the drafter's kernel state from now on."""
         row = self._free.pop()
+        self._row_of[seq_id] = row
         self._known = None
         drafter.use_state(self._states[row])
-        try:
-            drafter.start(prompt_tokens)
-        except BaseException:
-            self._free.append(row)
-            self._spare.append(drafter)
-            raise
-        self._active[seq_id] = (row, drafter)
+
+    def _release(self, seq_id: Hashable) -> None:
+        self._free.append(self._row_of.pop(seq_id))
+        self._known = None
 
     def draft(self, seq_ids: Sequence[Hashable]) -> tuple[np.ndarray, np.ndarray]:
         """(tokens, lengths): row i holds lengths[i] drafted tokens for seq_ids[i] (int32)."""
@@ -133,10 +126,7 @@ class LlamaCppBatch(BatchDrafter):
         with self.dynamic.lock:  # no merge from another thread while the kernels read it
             on_threads(len(rows), draft_rows, draft_rows_parallel, self._states, rows, out, lengths)
         if len(rows) and (lengths.min() == CORRUPT or self._damaged()):
-            raise CorruptFileError(
-                f"{getattr(self.static, 'path', None)}: static cache damaged "
-                "(see `ngramdraft inspect --verify`)"
-            )
+            raise damaged(self.static)
         return out, lengths
 
     def accept(
@@ -196,50 +186,18 @@ class LlamaCppBatch(BatchDrafter):
     ) -> None:
         """Finish the accepts that stopped for room: a full sequence or context table."""
         for i in left_over(status):
-            self._active[seq_ids[i]][1].finish_accept(new_tokens(i), int(status[i]))
-
-    def rewind(self, seq_id: Hashable, n: int) -> None:
-        """Remove sequence ``seq_id``'s last n tokens, as :meth:`Drafter.rewind`."""
-        self._drafter(seq_id).rewind(n)
-
-    def finish(self, seq_id: Hashable) -> None:
-        """End sequence ``seq_id``: merge it into the dynamic cache (saved if it is a path)."""
-        drafter = self._drafter(seq_id)
-        row, _ = self._active.pop(seq_id)
-        self._known = None
-        self._free.append(row)
-        self._spare.append(drafter)
-        drafter.finish()
-
-    def flush(self) -> None:
-        """Save what finished sequences added to a dynamic path and no save has written yet."""
-        if self._shared is not None:
-            self._shared.save()
-
-    def tokens(self, seq_id: Hashable) -> np.ndarray:
-        """Sequence ``seq_id`` so far, a copy."""
-        return self._drafter(seq_id).tokens
-
-    def observe_pass(self, seq_id: Hashable, n_tokens: int, seconds: float) -> None:
-        """Sequence ``seq_id``'s pass, as Drafter.observe_pass (no policy here: ignored)."""
-        self._drafter(seq_id).observe_pass(n_tokens, seconds)
-
-    def _drafter(self, seq_id: Hashable) -> LlamaCppDrafter:
-        try:
-            return self._active[seq_id][1]
-        except (KeyError, TypeError) as e:
-            raise id_error(e) from None
+            self._active[seq_ids[i]].finish_accept(new_tokens(i), int(status[i]))
 
     def _rows(self, seq_ids: Sequence[Hashable]) -> np.ndarray:
         try:
             ids = tuple(seq_ids)
             if self._known is not None and self._known[0] == ids:
                 return self._known[1]
-            rows = np.fromiter((self._active[i][0] for i in ids), dtype=np.int64, count=len(ids))
+            rows = np.fromiter((self._row_of[i] for i in ids), dtype=np.int64, count=len(ids))
         except (KeyError, TypeError, ValueError) as e:  # ValueError: an array among the ids
             raise id_error(e) from None
         if len(set(rows.tolist())) != len(rows):
-            raise InvalidParameterError("seq_ids lists a sequence twice: give each id once")
+            raise repeated_ids()
         self._known = (ids, rows)
         return rows
 

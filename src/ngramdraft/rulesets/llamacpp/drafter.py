@@ -17,9 +17,9 @@ from ...caches.shared import LOCK_TIMEOUT, SharedDynamicFile, dynamic_role
 from ...caches.static import as_static
 from ...caches.warmup import NO_WARMUP, NoWarmup, Warmup
 from ...drafting.batch import NEED_ROOM
-from ...drafting.drafter import MAX_DRAFT, REPLY_ROOM, Drafter
+from ...drafting.drafter import MAX_DRAFT, REPLY_ROOM, Drafter, damaged
 from ...drafting.policy import Policy
-from ...errors import CorruptFileError, VocabularyError
+from ...errors import VocabularyError
 from ...kernels.frozen import CORRUPT
 from ...validation import TOKEN_MAX, as_tokens, check_int, check_ngram_range
 from .state import (
@@ -111,7 +111,7 @@ class LlamaCppDrafter(Drafter):
         self._warmup: Warmup | NoWarmup = (
             NO_WARMUP if self.static is None else self.static.prefault()
         )
-        self._shared, self.dynamic = dynamic_role(
+        self.shared, self.dynamic = dynamic_role(
             dynamic, lock_timeout=lock_timeout, max_ngrams=max_dynamic_ngrams, save_every=save_every
         )
         self.context = NgramCache("context")
@@ -163,11 +163,7 @@ class LlamaCppDrafter(Drafter):
     def _drafted(self, d: int) -> np.ndarray:
         """The d drafted tokens in the buffer, a copy; or the error a damaged file deserves."""
         if d == CORRUPT or self._warmup.damage is not None:
-            self._warmup.wait()  # a checksum names the damage better, if it sees it
-            raise CorruptFileError(
-                f"{getattr(self.static, 'path', None)}: static cache damaged "
-                "(see `ngramdraft inspect --verify`)"
-            )
+            raise damaged(self.static)
         n = self._state[N]
         tail = n if n < NGRAM_MAX else NGRAM_MAX
         return self._buf[tail : tail + d].copy()
@@ -214,16 +210,11 @@ class LlamaCppDrafter(Drafter):
         """End the sequence: merge its context into the dynamic cache (and save it)."""
         self._require_started()
         self._started = False
-        if self._shared is not None:
-            self._shared.add(self.context)  # merges, then saves under the file's lock
+        if self.shared is not None:
+            self.shared.add(self.context)  # merges, then saves under the file's lock
         else:
             self.dynamic.merge(self.context)
         self.context.clear()
-
-    def flush(self) -> None:
-        """Save what finished sequences added to a dynamic path and no save has written yet."""
-        if self._shared is not None:
-            self._shared.save()
 
     def _append(self, new: np.ndarray) -> None:
         need = self._n + len(new)
@@ -253,8 +244,3 @@ class LlamaCppDrafter(Drafter):
         """Keep the kernels' state in ``row`` of a table of states from now on (the batch's)."""
         row[:] = self._state
         self._state = row
-
-    @property
-    def damaged(self) -> bool:
-        """Whether the static cache's background check found damage (the batch asks)."""
-        return self._warmup.damage is not None

@@ -16,13 +16,12 @@ from numba import njit
 from ...caches.base import Cache
 from ...caches.ngram import NgramCache, as_mutable
 from ...caches.static import as_static
-from ...drafting.replay import ReplayResult, chunk_starts, count_call, dump_capacity
-from ...errors import CorruptFileError
+from ...drafting.drafter import damaged
+from ...drafting.replay import Chunks, ReplayResult, count_call
 from ...files.tokens import tokens_of
 from ...kernels import table
 from ...kernels.frozen import CORRUPT
 from ...kernels.handles import frozen_at, int32s, table_at
-from ...progress import Progress
 from ...validation import check_int
 from .state import (
     BUF,
@@ -74,67 +73,38 @@ def replay(
         dyn = NgramCache.from_cache(dyn)
     t_load = time.perf_counter() - t0
 
-    starts = chunk_starts(len(seq), n_ctx)
-    # Sized by what a chunk can hold, never by n_ctx alone (a chunk exists only
-    # when the stream is longer than n_ctx). A chunk adds fewer than 4 * n_ctx
-    # n-grams, and a part's pool rooms sum to less than four times its length:
-    # sized so, the context never grows.
-    size = max(2, min(n_ctx, len(seq)))
+    chunks = Chunks(seq, n_ctx, n_draft, dump)
+    # A chunk adds fewer than 4 * n_ctx n-grams, and a part's pool rooms sum to less
+    # than four times its length: sized so, the context never grows.
+    size = chunks.size
     ctx = NgramCache("context")
     ctx.reserve(4 * size, 8 * size)
     out = np.zeros(size, dtype=np.int32)
     buf = np.zeros(NGRAM_MAX + n_draft, dtype=np.int32)
     state = _state(n_draft, ctx, dyn, NO_STATIC if opened is None else opened.handle, out, buf)
-    counters = np.zeros(4, dtype=np.int64)
-    dumps = []
-    chunk_dump = np.zeros(dump_capacity(size, n_draft) if dump else 0, dtype=np.int32)
-    t_draft = 0.0
-    with Progress("replay", len(starts) * n_ctx, " tok", quiet=quiet) as progress:
-        for start in starts:
-            before = counters.copy()
-            while True:
-                counters[:] = before
-                counters[3] = 0
-                t1 = time.perf_counter()
-                status = replay_chunk(
-                    state, seq[start : start + n_ctx], start, chunk_dump, counters
-                )
-                t_draft += time.perf_counter() - t1
-                if status == CORRUPT:
-                    raise _damaged(opened)
-                if status == table.OK:
-                    break
-                ctx.grow(status)  # never with the sizes above; kept exact anyway
-                ctx.clear()
-            if dump:
-                dumps.append(chunk_dump[: counters[3]].copy())
-            dyn.table = table.merge(dyn.table, ctx.table)
+    counters = chunks.counters
+    for start in chunks.each(quiet):
+        before = counters.copy()
+        while True:
+            counters[:] = before
+            counters[3] = 0
+            t1 = time.perf_counter()
+            status = replay_chunk(
+                state, seq[start : start + n_ctx], start, chunks.chunk_dump, counters
+            )
+            chunks.t_draft += time.perf_counter() - t1
+            if status == CORRUPT:
+                raise damaged(opened)
+            if status == table.OK:
+                break
+            ctx.grow(status)  # never with the sizes above; kept exact anyway
             ctx.clear()
-            progress.update(n_ctx)
+        chunks.dumped()
+        dyn.table = table.merge(dyn.table, ctx.table)
+        ctx.clear()
     if opened is not None:
         opened.prefault().wait()  # figures drafted from a damaged file are not reported
-    return ReplayResult(
-        n_ctx=n_ctx,
-        n_draft=n_draft,
-        n_predict=len(starts) * n_ctx,
-        n_calls=int(counters[0]),
-        n_drafted=int(counters[1]),
-        n_accept=int(counters[2]),
-        t_draft_ms=1000 * t_draft,
-        t_load_ms=1000 * t_load,
-        t_startup_ms=1000 * t_startup,
-        dump=(np.concatenate(dumps) if dumps else np.zeros(0, np.int32)) if dump else None,
-    )
-
-
-def _damaged(static: "StaticCache | None") -> CorruptFileError:
-    """The error a damaged static cache gets (a checksum names the damage better, if it sees it)."""
-    if static is not None:
-        static.prefault().wait()
-    return CorruptFileError(
-        f"{getattr(static, 'path', None)}: the static cache is damaged "
-        "(run `ngramdraft inspect --verify`)"
-    )
+    return chunks.result(t_load, t_startup)
 
 
 def _state(

@@ -3,6 +3,7 @@
 from ...drafting.policy import CostAwareLength
 from .batch import SuffixBatch as BATCH
 from .drafter import SuffixDrafter as DRAFTER
+from .exercise import exercise
 from .replay import replay
 
 # A match copies long stretches, and an engine verifies them at a cost it
@@ -17,4 +18,4 @@ def engine_policy() -> CostAwareLength:
     return CostAwareLength()
 
 
-__all__ = ["BATCH", "DRAFTER", "ENGINE_N_DRAFT", "engine_policy", "replay"]
+__all__ = ["BATCH", "DRAFTER", "ENGINE_N_DRAFT", "engine_policy", "exercise", "replay"]

@@ -23,15 +23,14 @@ from ...drafting.batch import (
     MISMATCH,
     NEED_ROOM,
     BatchDrafter,
-    check_new_sequence,
     flatten_tokens,
     id_error,
     left_over,
     on_threads,
+    repeated_ids,
     sync_arguments,
 )
 from ...drafting.drafter import MAX_DRAFT
-from ...errors import InvalidParameterError
 from ...validation import check_int
 from .drafter import SuffixDrafter
 from .rows import (
@@ -75,23 +74,8 @@ class SuffixBatch(BatchDrafter):
         self._spare: list[SuffixDrafter] = [first]
         self._active: dict[Hashable, SuffixDrafter] = {}
 
-    def __len__(self) -> int:
-        return len(self._active)
-
-    def __contains__(self, seq_id: object) -> bool:
-        return seq_id in self._active
-
-    def add(self, seq_id: Hashable, prompt_tokens: "ArrayLike") -> None:
-        """Start sequence ``seq_id`` with its prompt."""
-        room = len(self._active) < self.max_seqs
-        check_new_sequence(seq_id, self._active, room, self.max_seqs)
-        drafter = self._spare.pop() if self._spare else self._make()
-        try:
-            drafter.start(prompt_tokens)
-        except BaseException:
-            self._spare.append(drafter)
-            raise
-        self._active[seq_id] = drafter
+    def _has_room(self) -> bool:
+        return len(self._active) < self.max_seqs
 
     def draft(self, seq_ids: Sequence[Hashable]) -> tuple[np.ndarray, np.ndarray]:
         """(tokens, lengths): row i holds lengths[i] drafted tokens for seq_ids[i] (int32)."""
@@ -153,37 +137,13 @@ class SuffixBatch(BatchDrafter):
                 drafters[i].accept(new)
         return status == MISMATCH
 
-    def rewind(self, seq_id: Hashable, n: int) -> None:
-        """Remove sequence ``seq_id``'s last n tokens, as Drafter.rewind."""
-        self._drafters([seq_id])[0].rewind(n)
-
-    def finish(self, seq_id: Hashable) -> None:
-        """End sequence ``seq_id``: remember it among the earlier requests."""
-        drafter = self._drafters([seq_id])[0]
-        del self._active[seq_id]
-        self._spare.append(drafter)
-        drafter.finish()
-
-    def flush(self) -> None:
-        """Save what the requests file has pending (with ``save_every``); no file: nothing."""
-        if self.shared is not None:
-            self.shared.save()
-
-    def tokens(self, seq_id: Hashable) -> np.ndarray:
-        """Sequence ``seq_id`` so far, a copy."""
-        return self._drafters([seq_id])[0].tokens
-
-    def observe_pass(self, seq_id: Hashable, n_tokens: int, seconds: float) -> None:
-        """Sequence ``seq_id``'s pass, told to its policy as Drafter.observe_pass."""
-        self._drafters([seq_id])[0].observe_pass(n_tokens, seconds)
-
     def _drafters(self, seq_ids: Sequence[Hashable]) -> list[SuffixDrafter]:
         try:
             drafters = [self._active[i] for i in seq_ids]
         except (KeyError, TypeError) as e:
             raise id_error(e) from None
         if len(set(map(id, drafters))) != len(drafters):
-            raise InvalidParameterError("seq_ids lists a sequence twice: give each id once")
+            raise repeated_ids()
         return drafters
 
 

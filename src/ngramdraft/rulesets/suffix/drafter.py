@@ -130,17 +130,20 @@ class SuffixDrafter(Drafter):
                 dynamic, lock_timeout=lock_timeout, max_tokens=budget, save_every=save_every
             )
         self.shared = dynamic if isinstance(dynamic, SharedRequestFile) else None
-        if self.shared is not None:
-            dynamic = self.shared.cache
+        memory: RequestMemory
+        if isinstance(dynamic, SharedRequestFile):
+            memory = dynamic.cache
         elif dynamic is None:
-            dynamic = RequestMemory(budget)
-        elif not isinstance(dynamic, RequestMemory):
+            memory = RequestMemory(budget)
+        elif isinstance(dynamic, RequestMemory):
+            memory = dynamic
+        else:
             raise WrongFileKindError(
                 f"rules='suffix' remembers earlier requests in a RequestMemory, got "
                 f"{type(dynamic).__name__} (an n-gram cache belongs to llama.cpp's rules): "
                 "pass dynamic=RequestMemory(), a requests file's path, or nothing"
             )
-        self.dynamic = dynamic
+        self.dynamic = memory
         self._index = PositionIndex()
         self._buf = np.zeros(self.n_draft, dtype=np.int32)
         # The kernels' one argument (step.py): it points at the index, the
@@ -152,7 +155,7 @@ class SuffixDrafter(Drafter):
         st[state.N_DRAFT] = self.n_draft
         st[state.MIN_MATCH] = check_int(min_match, "min_match", 2, MAX_MATCH)
         st[state.SEQ_INDEX] = self._index.handle.ctypes.data
-        st[state.MEM_INDEX] = dynamic.index.handle.ctypes.data
+        st[state.MEM_INDEX] = memory.index.handle.ctypes.data
         st[state.OUT : state.OUT + 2] = self._buf.ctypes.data, len(self._buf)
         if self.static is not None:
             st[state.CORPUS_TEXT : state.CORPUS_TEXT + 2] = _address(self.static.text)
@@ -173,11 +176,6 @@ class SuffixDrafter(Drafter):
     def kernel_state(self) -> np.ndarray:
         """The state the rules' kernels read and update (``state.py``), not a copy."""
         return self._st
-
-    @property
-    def damage(self) -> Exception | None:
-        """What the corpus's background check found wrong with it, if anything."""
-        return self._warmup.damage
 
     def reserve(self, n: int) -> None:
         """Room for n tokens in the sequence, so that kernels append without growing it."""
@@ -266,11 +264,6 @@ class SuffixDrafter(Drafter):
             self.shared.add(self._index.tokens.copy())
         else:
             self.dynamic.add(self._index.tokens)
-
-    def flush(self) -> None:
-        """Save what the requests file has pending (with ``save_every``); no file: nothing."""
-        if self.shared is not None:
-            self.shared.save()
 
     def check_vocabulary(self, n_vocab: int) -> None:
         """Raise VocabularyError if the earlier requests hold ids a model of n_vocab lacks."""

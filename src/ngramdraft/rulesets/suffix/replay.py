@@ -15,10 +15,9 @@ from numba import njit
 
 from ...caches.requests import RequestMemory
 from ...caches.suffix_corpus import SuffixCorpus
-from ...drafting.replay import ReplayResult, chunk_starts, count_call, dump_capacity
+from ...drafting.replay import Chunks, ReplayResult, count_call
 from ...files.tokens import tokens_of
 from ...kernels.handles import int32s
-from ...progress import Progress
 from ...validation import check_int
 from .drafter import SuffixDrafter
 from .state import OUT
@@ -53,43 +52,25 @@ def replay(
     t0 = time.perf_counter()
     drafter = SuffixDrafter(static, _own_memory(dynamic), n_draft=n_draft, tokenizer=tokenizer)
     t_load = time.perf_counter() - t0
-    counters = np.zeros(4, dtype=np.int64)
+    chunks = Chunks(seq, n_ctx, n_draft, dump)
     drafter.start(seq[:1])  # loads the kernels, apart from the clock that times drafting
-    replay_chunk(drafter.kernel_state, seq[:1], 0, np.zeros(0, np.int32), counters)
+    replay_chunk(drafter.kernel_state, seq[:1], 0, np.zeros(0, np.int32), np.zeros(4, np.int64))
     t_startup = time.perf_counter() - t0 - t_load
-    starts = chunk_starts(len(seq), n_ctx)
-    dumps: list[np.ndarray] = []
-    size = max(2, min(n_ctx, len(seq)))
-    chunk_dump = np.zeros(dump_capacity(size, n_draft) if dump else 0, dtype=np.int32)
-    t_draft = 0.0
-    with Progress("replay", len(starts) * n_ctx, " tok", quiet=quiet) as progress:
-        for start in starts:
-            chunk = seq[start : start + n_ctx]
-            t1 = time.perf_counter()
-            drafter.start(chunk[:1])
-            drafter.reserve(len(chunk))
-            counters[3] = 0
-            with drafter.dynamic.lock:
-                replay_chunk(drafter.kernel_state, chunk, start, chunk_dump, counters)
-            drafter.finish()
-            t_draft += time.perf_counter() - t1
-            if dump:
-                dumps.append(chunk_dump[: counters[3]].copy())
-            progress.update(n_ctx)
+    counters = chunks.counters
+    for start in chunks.each(quiet):
+        chunk = seq[start : start + n_ctx]
+        t1 = time.perf_counter()
+        drafter.start(chunk[:1])
+        drafter.reserve(len(chunk))
+        counters[3] = 0
+        with drafter.dynamic.lock:
+            replay_chunk(drafter.kernel_state, chunk, start, chunks.chunk_dump, counters)
+        drafter.finish()
+        chunks.t_draft += time.perf_counter() - t1
+        chunks.dumped()
     drafter.wait_checked()  # figures drafted from a damaged file are not reported
     drafter.flush()
-    return ReplayResult(
-        n_ctx=n_ctx,
-        n_draft=n_draft,
-        n_predict=len(starts) * n_ctx,
-        n_calls=int(counters[0]),
-        n_drafted=int(counters[1]),
-        n_accept=int(counters[2]),
-        t_draft_ms=1000 * t_draft,
-        t_load_ms=1000 * t_load,
-        t_startup_ms=1000 * t_startup,
-        dump=(np.concatenate(dumps) if dumps else np.zeros(0, np.int32)) if dump else None,
-    )
+    return chunks.result(t_load, t_startup)
 
 
 def _own_memory(
