@@ -141,6 +141,8 @@ def recorded(results, smoke):
     A smoke run takes the teacher-forced workloads' texts instead."""
     if smoke:
         return {w: workloads.TEXTS[w](200) for w in WORKLOADS}
+    if results.get("benchmark") == "servers":
+        return served(results)
     import llama_cpp
 
     from ngramdraft.integrations.llama_cpp import chat_prompt
@@ -160,6 +162,25 @@ def recorded(results, smoke):
             requests.append((prompt, row["output"]))
             said.append(vocab.detokenize(row["output"]).decode("utf-8", errors="replace"))
         out[o["workload"]] = requests
+    return out
+
+
+def served(results):
+    """{workload: [(prompt, output)]}: plain llama-server's requests and answers in one round
+    of a servers run (its first model), tokenized as the server tokenized them."""
+    import llama_cpp
+
+    run = next(r for r in results["runs"] if r["config"] == "llama-server")
+    vocab = llama_cpp.Llama(str(engines.gguf(run["model"])), vocab_only=True, verbose=False)
+
+    def tokens(text, special):
+        return list(vocab.tokenize(text.encode("utf-8"), add_bos=special, special=special))
+
+    out = {}
+    for row in run["rows"]:
+        out.setdefault(row["workload"], []).append(
+            (tokens(row["prompt"], True), tokens(row["text"], False))
+        )
     return out
 
 
@@ -240,7 +261,10 @@ def main():
     )
     ap.add_argument("--tokens", type=int, help="tokens per workload (2000)")
     ap.add_argument(
-        "--outputs", type=Path, help="a real_model results file whose answers to replay"
+        "--outputs",
+        type=Path,
+        help="a real_model results file whose answers to replay (or a servers one: plain "
+        "llama-server's requests and answers, its first round)",
     )
     args = ap.parse_args()
     started = time.time()

@@ -11,9 +11,12 @@ kept in the cache folder (``NGRAMDRAFT_CACHE``, by default
 what the adapter knows a pass's cost depends on (the model file's real
 path, size and modification time, the threads, the batch sizes, the
 context, the CPU, llama.cpp's version, the sizes timed and how). A load
-with the same key reads them instead of timing; the requests' own passes
-go on refining the costs (each size's fastest pass ever counts), so a
-timing taken on a busy moment is outrun by the first quieter passes.
+with the same key reads them instead of timing, after timing a one-token
+pass: where the kept one took much longer, they were timed on a busy
+moment and are timed again (``kept_on_a_busier_moment`` in
+``integrations/llama_cpp.py``), as the requests' passes would never
+correct the sizes a policy prices too dear to submit. The requests' own
+passes go on refining the costs (each size's fastest pass ever counts).
 Deleting the folder times them again.
 
 The file is a JSON object ``{"sizes": {"1": [s, s, s], "2": [...], ...}}``

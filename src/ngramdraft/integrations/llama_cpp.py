@@ -46,6 +46,9 @@ from .llama_cpp_decode import decoder_of, speculative_generate
 # takes longer on a CPU than all the passes after it (4.5 s against 3 s for a
 # 0.5B model on 2 cores), and the requests' own passes replace these timings.
 LOAD_CONTEXT = 64
+# Kept pass timings whose one-token pass took this many times what it takes now are timed
+# again: above the spread of quiet loads (within 10%), below a shared core's (1.6x).
+BUSIER = 1.25
 # The longest context load_llama takes (0: the model's own): above any model's, and
 # the int32 array ngramdraft's loop keeps of a sequence's tokens stays under 64 MiB.
 MAX_CONTEXT = 1 << 24
@@ -126,9 +129,10 @@ class NgramDraftModel(_BASE):
         So the passes of :func:`sizes_timed_at_load` are timed
         ``TIMED_TO_TRUST`` times each on ``llama``'s own context (reset
         afterwards), once per model file and machine: the timings are kept
-        (:mod:`ngramdraft.files.passtimes`) and the next load reads them. The
-        requests' passes go on refining them. Nothing is timed for any other
-        policy.
+        (:mod:`ngramdraft.files.passtimes`) and the next load reads them, unless
+        they were timed on a busier moment than this one
+        (:func:`kept_on_a_busier_moment`). The requests' passes go on refining
+        them. Nothing is timed for any other policy.
         """
         drafter = self.drafter
         if not drafter.learns_pass_costs:
@@ -136,8 +140,8 @@ class NgramDraftModel(_BASE):
         sizes = sizes_timed_at_load(drafter.n_draft)
         name = passtimes.key(_pass_facts(llama, sizes))
         timed = passtimes.read(name, sizes, TIMED_TO_TRUST)
-        if timed is None:
-            decoder = decoder_of(llama)
+        decoder = decoder_of(llama)
+        if timed is None or kept_on_a_busier_moment(timed, decoder):
             timed = decoder.time_passes(sizes, context=LOAD_CONTEXT, reps=TIMED_TO_TRUST)
             passtimes.write(name, timed)
         for k, seconds in timed.items():
@@ -147,6 +151,19 @@ class NgramDraftModel(_BASE):
     def finish(self) -> None:
         """End the current sequence: merge it into the dynamic cache (and save that file)."""
         self._step.finish()
+
+
+def kept_on_a_busier_moment(timed: dict[int, list[float]], decoder: Any) -> bool:
+    """Whether kept timings were taken while the machine was busier than now: their one-token
+    pass, timed again now, is ``BUSIER`` times as fast as it was.
+
+    A busy moment makes every size look dearer, and the policy does not submit the sizes it
+    prices too dear, so no request's pass ever corrects them: timings kept from a busy
+    load made the suffix rules submit nothing for 30 passes of a copy the model then made
+    whole (Qwen2.5-Coder-1.5B, 64 tokens timed at 1.52 s against 1.04 s).
+    """
+    now = decoder.time_passes([1], context=LOAD_CONTEXT, reps=TIMED_TO_TRUST)[1]
+    return min(timed[1]) > BUSIER * min(now)
 
 
 def _pass_facts(llama: Any, sizes: list[int]) -> dict[str, object]:
