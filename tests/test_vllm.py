@@ -10,6 +10,7 @@ every draft with one Drafter per request.
 
 import json
 import os
+import re
 import subprocess
 from pathlib import Path
 from types import SimpleNamespace
@@ -30,6 +31,10 @@ from ngramdraft.integrations.vllm import NgramProposer
 VOCAB = 512
 N_REQUESTS = 12
 
+# The tiny model, in float32, on a small machine: eager (no compiling) and a small cache.
+SMALL_MACHINE = (
+    'dtype="float32", max_model_len=1024, enforce_eager=True, gpu_memory_utilization=0.05'
+)
 ENGINE = """
 import json, os, sys
 import numpy as np
@@ -40,8 +45,7 @@ model, method, n_requests = sys.argv[1], sys.argv[2], int(sys.argv[3])
 spec = None
 if method != "none":
     spec = {"method": "custom_class", "model": method, "num_speculative_tokens": 5}
-llm = LLM(model, dtype="float32", speculative_config=spec, max_model_len=1024, max_num_seqs=4,
-          enforce_eager=True, seed=0, gpu_memory_utilization=0.05)
+llm = LLM(model, speculative_config=spec, max_num_seqs=4, seed=0, SMALL_MACHINE)
 rng = np.random.default_rng(1)
 prompts, params = [], []
 for i in range(n_requests):
@@ -57,7 +61,7 @@ if spec:
     runner = llm.llm_engine.model_executor.driver_worker.worker.model_runner
     result["stats"] = runner.drafter.stats.as_dict()
 print("RESULT " + json.dumps(result), flush=True)
-"""
+""".replace("SMALL_MACHINE", SMALL_MACHINE)
 
 
 def _tiny_model(path):
@@ -85,13 +89,11 @@ def _tiny_model(path):
     ).save_pretrained(path)
 
 
-@pytest.fixture(scope="module")
-def engine_runs(tmp_path_factory, vllm_python):
-    """(without drafting, with NgramProposer and a dynamic file, the dynamic file's path)."""
-    root = tmp_path_factory.mktemp("vllm")
+def _engine_env(root, vllm_python):
+    """The environment of a vLLM run in ``root``, a tiny model made there."""
     _tiny_model(root / "model")
     (root / "tmp").mkdir()
-    env = {
+    return {
         **os.environ,
         "VLLM_ENABLE_V1_MULTIPROCESSING": "0",  # one process: starts in seconds
         "VLLM_CPU_KVCACHE_SPACE": "1",
@@ -101,6 +103,13 @@ def engine_runs(tmp_path_factory, vllm_python):
         # vLLM's numba is another version: a cache of its own, not this one's recompiled.
         "NUMBA_CACHE_DIR": str(Path(vllm_python).parents[1] / "numba-cache"),
     }
+
+
+@pytest.fixture(scope="module")
+def engine_runs(tmp_path_factory, vllm_python):
+    """(without drafting, with NgramProposer and a dynamic file, the dynamic file's path)."""
+    root = tmp_path_factory.mktemp("vllm")
+    env = _engine_env(root, vllm_python)
     runs = []
     proposer = "ngramdraft.integrations.vllm.NgramProposer"
     suffix_env = {**env, "NGRAMDRAFT_DYNAMIC": str(root / "requests-suffix.ngd")}
@@ -159,6 +168,27 @@ def test_finished_requests_reach_the_dynamic_file(engine_runs):
         expected.update(np.array(sequence))
         for ngram, followers, _ in expected:
             assert set(followers.tolist()) <= set(cache.followers(ngram)[0].tolist())
+
+
+@pytest.mark.engine
+def test_the_readmes_vllm_snippet_runs_as_written(tmp_path, vllm_python):
+    """The snippet in vLLM's environment, a tiny random model in place of the one it fetches
+    (with the settings this test's other runs give vLLM on a small machine)."""
+    env = _engine_env(tmp_path, vllm_python)
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    code = re.search(r"<!-- vllm -->\n```python\n(.*?)\n```", readme, re.S).group(1)
+    fetched = '"Qwen/Qwen2.5-Coder-0.5B-Instruct",'
+    assert fetched in code
+    tiny = f"{str(tmp_path / 'model')!r}, {SMALL_MACHINE}"
+    done = subprocess.run(
+        [vllm_python, "-c", code.replace(fetched, tiny)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip()  # the reply was printed
 
 
 def _proposer(max_seqs=6, max_len=400, n_draft=4, dynamic=None, **settings):

@@ -36,10 +36,12 @@ request arrives). Needs ``pip install 'ngramdraft[server]'``.
 
 import contextvars
 import hmac
+import inspect
 import ipaddress
 import json
 import logging
 import socket
+import threading
 import warnings
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -51,6 +53,7 @@ from ..optional import require
 from . import llama_cpp_host
 from . import server_checks as checks
 from .core import DraftStats
+from .decode_thread import DecodeThread
 from .llama_cpp import NgramDraftModel, drafting_llama
 
 log = logging.getLogger("ngramdraft.server")
@@ -419,6 +422,29 @@ def prometheus(stats: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def serving_llama(thread: DecodeThread) -> type:
+    """The server's :func:`DraftingLlama <ngramdraft.integrations.llama_cpp.drafting_llama>`:
+    every completion made on ``thread`` (:mod:`~ngramdraft.integrations.decode_thread`),
+    a stream ahead of the host's server, which reads it a token at a time from its
+    worker threads; the chat routes complete through it too. Each generation's thread
+    is kept (``generation_threads``, in the stats), so that a test can hold it to one."""
+    base: Any = drafting_llama()
+    signature = inspect.signature(base.create_completion)
+
+    class ServingLlama(base):
+        def create_completion(self, *args: Any, **kwargs: Any) -> Any:
+            complete = super().create_completion
+            if signature.bind(self, *args, **kwargs).arguments.get("stream", False):
+                return thread.stream(lambda: complete(*args, **kwargs))
+            return thread.call(complete, *args, **kwargs)
+
+        def generate(self, *args: Any, **kwargs: Any) -> Any:
+            self.__dict__.setdefault("generation_threads", set()).add(threading.get_ident())
+            return super().generate(*args, **kwargs)
+
+    return ServingLlama
+
+
 def _routes(types: Any) -> dict[str, Route]:
     completion = Route(types.CreateCompletionRequest, "completion")
     return {
@@ -475,7 +501,8 @@ def create_app(
         host=host, port=port, api_key=api_key, interrupt_requests=False
     )
     app = server_app.create_app(server_settings=server, model_settings=[model])
-    llama = llama_cpp_host.served_model(server_app, drafting_llama())
+    thread = DecodeThread()
+    llama = llama_cpp_host.served_model(server_app, serving_llama(thread))
     llama.draft_model = draft_model
     if draft_model is not None and not llama.drafts_in_own_loop():
         # The host's loop would need every position's logits, which this server does not
@@ -489,7 +516,7 @@ def create_app(
         llama.draft_model = draft_model = None
     if isinstance(draft_model, NgramDraftModel):
         draft_model.check_model(llama)
-        draft_model.time_passes(llama)
+        thread.call(draft_model.time_passes, llama)
         llama.draft_model = CountingDraft(draft_model)
 
     def stats() -> dict[str, Any]:
@@ -499,6 +526,7 @@ def create_app(
             **drafted.as_dict(),
             "generations_ngramdraft_loop": loops.get("ngramdraft", 0),
             "generations_host_loop": loops.get("host", 0),
+            "generation_threads": len(llama.__dict__.get("generation_threads", ())),
         }
 
     app.add_api_route("/ngramdraft/stats", stats, methods=["GET"])
