@@ -85,18 +85,20 @@ def test_a_reader_dropped_on_the_thread_itself_does_not_wait_for_itself():
     collector finalized it on the decode thread, inside that stream's own work, where it
     waited for that work to end."""
     thread = DecodeThread()
-    box = {}
+    box, read = {}, threading.Event()
 
     def endless():
         i = 0
         while True:
-            if i == 2:  # the reader collected here, on the thread, mid-stream
+            if i == 1:  # the reader, waiting at its first item, collected here
+                read.wait()
                 box.pop("reader").close()
             yield i
             i += 1
 
     box["reader"] = thread.stream(endless)
     assert next(box["reader"]) == 0
+    read.set()
     went_on = threading.Thread(target=lambda: box.setdefault("then", thread.call(len, "ab")))
     went_on.start()
     went_on.join(60)  # a hang, not a timing: it returns at once or never
