@@ -179,7 +179,7 @@ def test_the_readmes_vllm_snippet_runs_as_written(tmp_path, vllm_python):
     code = re.search(r"<!-- vllm -->\n```python\n(.*?)\n```", readme, re.S).group(1)
     fetched = '"Qwen/Qwen2.5-Coder-0.5B-Instruct",'
     assert fetched in code
-    tiny = f"{str(tmp_path / 'model')!r}, {SMALL_MACHINE}"
+    tiny = f"{str(tmp_path / 'model')!r}, {SMALL_MACHINE},"
     done = subprocess.run(
         [vllm_python, "-c", code.replace(fetched, tiny)],
         env=env,
@@ -188,7 +188,7 @@ def test_the_readmes_vllm_snippet_runs_as_written(tmp_path, vllm_python):
         timeout=600,
     )
     assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.strip()  # the reply was printed
+    assert done.stdout.endswith("\n")  # the reply was printed (a random model's may be empty)
 
 
 def _proposer(max_seqs=6, max_len=400, n_draft=4, dynamic=None, **settings):
