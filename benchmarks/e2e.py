@@ -237,7 +237,6 @@ def ensure_inputs(smoke):
     tiny = Shape(
         n_vocab=128256, n_embd=64, n_layer=2, n_head=4, n_head_kv=2, n_ff=128, tied_output=True
     )
-    corpora.DATA.mkdir(parents=True, exist_ok=True)
     path = _model(smoke)
     if not path.exists():
         print(f"writing {path.name} (random weights, Q8_0) ...", file=sys.stderr)

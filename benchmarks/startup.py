@@ -57,7 +57,6 @@ def _inputs(smoke):
     n = 2_000 if smoke else TOKENS
     tokens = corpora.DATA / f"startup-{n}.i32"
     if not tokens.exists():
-        corpora.DATA.mkdir(parents=True, exist_ok=True)
         corpora.test_stream(n).astype("<i4").tofile(tokens)
     static = corpora.static_cache(1) if smoke else corpora.parity_static()
     return tokens, tokens.stat().st_size // 4, static.path

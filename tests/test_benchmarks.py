@@ -153,6 +153,21 @@ def test_a_failing_worker_shows_its_error(tmp_path):
         harness.fresh(script, {})
 
 
+def test_a_fresh_clone_gets_the_folder_benchmarks_keep_their_data_in(tmp_path):
+    """CI runs on a clean clone: a benchmark whose probes build nothing still writes there."""
+    import shutil
+
+    shutil.copytree(BENCHMARKS / "common", tmp_path / "benchmarks" / "common")
+    done = subprocess.run(
+        [sys.executable, "-c", "from common import corpora"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path / "benchmarks",
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert (tmp_path / "benchmarks" / ".data").is_dir()
+
+
 def test_rounds_alternate_and_spreads_summarize():
     from common import harness
 
