@@ -34,12 +34,12 @@ def token_file(smoke):
 
 
 def run(variant, smoke, out):
-    from ngramdraft import StaticCache
+    from ngramdraft import build_static, build_static_distributed
 
     tokens = token_file(smoke)
     if variant == "single":
         t0 = time.perf_counter()
-        StaticCache.build(tokens, out)
+        build_static(tokens, out)
         seconds = time.perf_counter() - t0
         rss = [resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024]
         sent = received = 0
@@ -60,7 +60,7 @@ def run(variant, smoke, out):
         ):
             client.run(lambda: __import__("ngramdraft").StaticCache)  # imports off the clock
             t0 = time.perf_counter()
-            cache = StaticCache.build_distributed([tokens], out, client, memory_limit=memory_limit)
+            cache = build_static_distributed([tokens], out, client, memory_limit=memory_limit)
             seconds = time.perf_counter() - t0
 
             def peak():

@@ -7,7 +7,7 @@ ru_maxrss) and bytes per corpus token on disk. Then queries on the largest
 prefix, over held-out text (64-token contexts): the longest suffix of the
 context found in the corpus and what follows it.
 
-* ``ngramdraft``: ``SuffixCorpus.build``, the file the suffix rules draft
+* ``ngramdraft``: ``build_suffix_corpus``, the file the suffix rules draft
   from: tokens and a suffix array ordered to 64 tokens; queries:
   ``SuffixCorpus.longest_match``, and one 8-token draft of a
   ``Drafter(rules="suffix")`` from the corpus (``start`` on the context,
@@ -50,10 +50,10 @@ SEPARATOR_U16 = 0xFFFF
 
 
 def build_ngramdraft(tokens_path, out_dir, memory_limit=None):
-    from ngramdraft import SuffixCorpus
+    from ngramdraft import build_suffix_corpus
 
     out = out_dir / "corpus.ngd"
-    SuffixCorpus.build(tokens_path, out, memory_limit=memory_limit)
+    build_suffix_corpus(tokens_path, out, memory_limit=memory_limit)
     return out.stat().st_size
 
 

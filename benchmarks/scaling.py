@@ -135,10 +135,10 @@ def cmd_open(args):
 
 
 def cmd_build(args):
-    from ngramdraft import StaticCache
+    from ngramdraft import build_static
 
     t0 = time.perf_counter()
-    cache = StaticCache.build(args["tokens"], args["out"], memory_limit=args.get("memory_limit"))
+    cache = build_static(args["tokens"], args["out"], memory_limit=args.get("memory_limit"))
     return {
         "t_build_s": time.perf_counter() - t0,
         "peak_rss_kb": peak_rss_kb(),

@@ -5,7 +5,7 @@ import pytest
 
 from common import corpora
 from conftest import N_CTX, N_DRAFT, baseline
-from ngramdraft import Drafter, NgramCache, StaticCache, replay
+from ngramdraft import Drafter, NgramCache, StaticCache, replay, static_from_llamacpp
 
 
 def _per_drafted(benchmark, n_drafted):
@@ -84,4 +84,4 @@ def test_load_llamacpp_lookup_file(benchmark, corpus_mb):
 
 @pytest.mark.benchmark(group="open the static cache")
 def test_convert_llamacpp_lookup_file(benchmark, corpus_mb):
-    benchmark.pedantic(StaticCache.from_llamacpp, (corpora.lookup_file(corpus_mb),), rounds=3)
+    benchmark.pedantic(static_from_llamacpp, (corpora.lookup_file(corpus_mb),), rounds=3)

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ngramdraft import StaticCache
+from ngramdraft import build_static
 from ngramdraft.cli import main
 
 REPO = Path(__file__).resolve().parents[1]
@@ -65,7 +65,7 @@ def summary(parity_dir):
 def static25(parity_dir, tmp_path_factory):
     """The native static cache of train-25M (the P2 replay's static cache)."""
     path = tmp_path_factory.mktemp("static") / "train25.ngd"
-    return StaticCache.build(np.fromfile(parity_dir / "train-25M.llama3.i32", "<i4"), path)
+    return build_static(np.fromfile(parity_dir / "train-25M.llama3.i32", "<i4"), path)
 
 
 @pytest.fixture

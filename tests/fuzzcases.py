@@ -30,7 +30,17 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from hostile.mutations import forge, rehash, section
-from ngramdraft import Drafter, NgramCache, NgramdraftError, RequestMemory, StaticCache, replay
+from ngramdraft import (
+    Drafter,
+    NgramCache,
+    NgramdraftError,
+    RequestMemory,
+    StaticCache,
+    build_static,
+    merge_static,
+    replay,
+    static_from_cache,
+)
 from ngramdraft.build.corpus import Corpus
 from ngramdraft.build.suffixes import build_suffixes
 from ngramdraft.caches.suffix_corpus import SuffixCorpus
@@ -63,7 +73,7 @@ def make_bases(directory):
     stream = np.concatenate([rng.integers(0, 40, 1500), np.tile(np.arange(40, 60), 80)])
     stream = stream.astype(np.int32)
     directory = Path(directory)
-    StaticCache.build(stream, directory / KINDS["static"])
+    build_static(stream, directory / KINDS["static"])
     dyn = NgramCache()
     dyn.update(stream)
     dyn.save(directory / KINDS["dynamic"])
@@ -212,12 +222,12 @@ def exercise(path, kind, stream, out, cli=_cli):
     step(lambda: _drafts(Drafter(dynamic=cache), stream, top))  # a cache in the dynamic role
     step(lambda: _drafts(Drafter(static=path), stream, top))  # a path in the static role
     step(lambda: NgramCache.from_cache(cache))
-    step(lambda: StaticCache.from_cache(cache, out / "frozen.ngd"))
+    step(lambda: static_from_cache(cache, out / "frozen.ngd"))
     step(lambda: cache.save(out / "lookup.bin", "llamacpp"))
     step(lambda: cli("inspect", str(path), "--verify"))
     step(lambda: cli("inspect", str(path), "--json"))
     if kind == "static":
-        step(lambda: StaticCache.merge([cache, path], out / "merged.ngd"))
+        step(lambda: merge_static([cache, path], out / "merged.ngd"))
         step(lambda: cli("convert", str(path), "--to-llamacpp", "-o", str(out / "c.bin")))
     else:
         step(lambda: cli("merge-dynamic", str(path), str(path), "-o", str(out / "m.ngd")))

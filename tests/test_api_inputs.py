@@ -30,8 +30,13 @@ from ngramdraft import (
     StaticCache,
     SuffixCorpus,
     WrongFileKindError,
+    build_static,
+    build_suffix_corpus,
     fetch_model,
+    merge_static,
     replay,
+    static_from_cache,
+    static_from_llamacpp,
 )
 
 ODD = [
@@ -64,7 +69,7 @@ PROMPT = [1, 2, 3, 1, 2, 3, 1, 2]
 @pytest.fixture(scope="module")
 def files(tmp_path_factory):
     d = tmp_path_factory.mktemp("inputs")
-    return d, StaticCache.build(TOKENS, d / "s.ngd"), SuffixCorpus.build(TOKENS, d / "c.ngd")
+    return d, build_static(TOKENS, d / "s.ngd"), build_suffix_corpus(TOKENS, d / "c.ngd")
 
 
 def _cache():
@@ -118,21 +123,21 @@ def _calls(d, static, corpus):
         "StaticCache.verify": lambda v: static.verify(deep=v),
         "StaticCache.save(path)": lambda v: static.save(v),
         "StaticCache.save(format)": lambda v: static.save(d / "e.ngd", format=v),
-        "StaticCache.build(tokens)": lambda v: StaticCache.build(v, d / "f.ngd"),
-        "StaticCache.build(path)": lambda v: StaticCache.build(TOKENS[:100], v),
-        "StaticCache.build(memory_limit)": lambda v: StaticCache.build(
+        "build_static(tokens)": lambda v: build_static(v, d / "f.ngd"),
+        "build_static(path)": lambda v: build_static(TOKENS[:100], v),
+        "build_static(memory_limit)": lambda v: build_static(
             TOKENS[:100], d / "g.ngd", memory_limit=v
         ),
-        "StaticCache.merge(caches)": lambda v: StaticCache.merge(v, d / "h.ngd"),
-        "StaticCache.merge(path)": lambda v: StaticCache.merge([static], v),
-        "StaticCache.from_cache": lambda v: StaticCache.from_cache(v),
-        "StaticCache.from_llamacpp": lambda v: StaticCache.from_llamacpp(v),
+        "merge_static(caches)": lambda v: merge_static(v, d / "h.ngd"),
+        "merge_static(path)": lambda v: merge_static([static], v),
+        "static_from_cache": lambda v: static_from_cache(v),
+        "static_from_llamacpp": lambda v: static_from_llamacpp(v),
         "SuffixCorpus.open": lambda v: SuffixCorpus.open(v),
         "SuffixCorpus.longest_match": lambda v: corpus.longest_match(v),
         "SuffixCorpus.check_tokens": lambda v: corpus.check_tokens(v),
         "SuffixCorpus.verify": lambda v: corpus.verify(deep=v),
-        "SuffixCorpus.build(tokens)": lambda v: SuffixCorpus.build(v, d / "i.ngd"),
-        "SuffixCorpus.build(memory_limit)": lambda v: SuffixCorpus.build(
+        "build_suffix_corpus(tokens)": lambda v: build_suffix_corpus(v, d / "i.ngd"),
+        "build_suffix_corpus(memory_limit)": lambda v: build_suffix_corpus(
             TOKENS[:100], d / "j.ngd", memory_limit=v
         ),
         "RequestMemory(max_tokens)": lambda v: RequestMemory(max_tokens=v),

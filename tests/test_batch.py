@@ -10,8 +10,8 @@ from ngramdraft import (
     InvalidParameterError,
     InvalidTokensError,
     NgramCache,
-    StaticCache,
     UnknownSequenceError,
+    build_static,
 )
 
 
@@ -20,7 +20,7 @@ def test_batch_equals_one_drafter_per_sequence(seed, tmp_path):
     """Seeded server simulation: adds, drafts, accepts, rewinds and finishes interleaved."""
     rng = np.random.default_rng(seed)
     vocab = int(rng.integers(3, 12))
-    static = StaticCache.build(rng.integers(0, vocab, 4000), tmp_path / "s.ngd")
+    static = build_static(rng.integers(0, vocab, 4000), tmp_path / "s.ngd")
     shared = NgramCache()  # the single drafters share one dynamic cache, as the batch does
     batch = BatchDrafter(static=static, n_draft=5, max_seqs=80)
     single = {}
@@ -70,7 +70,7 @@ def test_the_same_ids_step_after_step_and_an_id_back_on_another_row(tmp_path):
     from the last call; an id finished and added again (on another row), or a list of ids
     changed in place, must still reach its own sequence."""
     rng = np.random.default_rng(7)
-    static = StaticCache.build(rng.integers(0, 6, 3000), tmp_path / "s.ngd")
+    static = build_static(rng.integers(0, 6, 3000), tmp_path / "s.ngd")
     batch = BatchDrafter(static=static, n_draft=4, max_seqs=4)
     single = {}
 

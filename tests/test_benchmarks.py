@@ -265,10 +265,11 @@ def test_context_cost_workloads_hold_the_context_asked_for():
 
 def test_ab_times_the_suffix_rules(tmp_path):
     import ab
-    from ngramdraft import SuffixCorpus
 
     rng = np.random.default_rng(0)
-    SuffixCorpus.build(rng.integers(0, 50, 5000), tmp_path / "c.ngd")
+    from ngramdraft import build_suffix_corpus
+
+    build_suffix_corpus(rng.integers(0, 50, 5000), tmp_path / "c.ngd")
     stream = tmp_path / "stream.npy"
     np.save(stream, rng.integers(0, 50, 3 * 4096).astype(np.int32))
     for name in ("suffix-corpus", "suffix-long"):

@@ -23,7 +23,7 @@ from ngramdraft import StaticCache, SuffixCorpus  # noqa: E402
 from ngramdraft.build import distributed as D  # noqa: E402
 from ngramdraft.build.corpus import Corpus  # noqa: E402
 from ngramdraft.build.counting import CacheTriples  # noqa: E402
-from ngramdraft.build.local import build_static  # noqa: E402
+from ngramdraft.build.local import write_static  # noqa: E402
 from ngramdraft.build.sources import DatasetSource  # noqa: E402
 from ngramdraft.build.suffixes import build_suffixes  # noqa: E402
 from ngramdraft.errors import CorpusError  # noqa: E402
@@ -46,7 +46,7 @@ def client():
 
 
 def _single(corpus, path, tmp_path):
-    build_static(corpus.triples(tmp_path / "tokens"), path, meta=corpus.meta())
+    write_static(corpus.triples(tmp_path / "tokens"), path, meta=corpus.meta())
     return path.read_bytes()
 
 
@@ -146,7 +146,7 @@ def test_counts_past_int32_saturate(tmp_path):
     tokens = np.array([3], dtype=np.int32)
     big = np.array([INT32_MAX - 5], dtype=np.int32)
     sources = [CacheTriples(keys, offsets, tokens, big) for _ in range(3)]
-    build_static(sources, tmp_path / "s.ngd")
+    write_static(sources, tmp_path / "s.ngd")
     cache = StaticCache.open(tmp_path / "s.ngd")
     assert cache.followers((1, 2))[1].tolist() == [INT32_MAX]
 

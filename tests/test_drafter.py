@@ -11,8 +11,8 @@ from ngramdraft import (
     InvalidParameterError,
     InvalidTokensError,
     NgramdraftError,
-    StaticCache,
     TokenizerMismatchError,
+    build_static,
 )
 
 
@@ -59,7 +59,7 @@ def test_dynamic_path_is_loaded_and_saved_in_its_format(tmp_path, name):
 
 
 def test_drafters_share_a_static_cache(tmp_path):
-    static = StaticCache.build([1, 2, 3] * 50, tmp_path / "s.ngd")
+    static = build_static([1, 2, 3] * 50, tmp_path / "s.ngd")
     a, b = Drafter(static), Drafter(static)
     a.start([9, 1, 2])
     b.start([7, 2, 3])
@@ -69,10 +69,10 @@ def test_drafters_share_a_static_cache(tmp_path):
 
 def test_tokenizer_mismatch_is_refused(tmp_path):
     from ngramdraft.build.counting import TokenTriples
-    from ngramdraft.build.local import build_static
+    from ngramdraft.build.local import write_static
 
     meta = {"tokenizer": {"name": "llama3", "fingerprint": "abc"}}
-    build_static([TokenTriples(np.arange(10, dtype=np.int32))], tmp_path / "s.ngd", meta=meta)
+    write_static([TokenTriples(np.arange(10, dtype=np.int32))], tmp_path / "s.ngd", meta=meta)
     with pytest.raises(TokenizerMismatchError, match="llama3"):
         Drafter(tmp_path / "s.ngd", tokenizer={"name": "qwen3", "fingerprint": "def"})
     Drafter(tmp_path / "s.ngd", tokenizer={"name": "llama3", "fingerprint": "abc"})

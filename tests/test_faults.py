@@ -20,8 +20,8 @@ from ngramdraft import (
     DiskFullError,
     Drafter,
     NgramCache,
-    StaticCache,
     UnsavedCountsWarning,
+    build_static,
 )
 from ngramdraft.cli import main as cli_main
 from ngramdraft.errors import CacheFileError
@@ -132,7 +132,7 @@ def test_a_full_disk_is_named_and_leaves_the_old_file_whole(small_disk):
             save()
         assert path.read_bytes() == old and not _leftovers(small_disk)
     with pytest.raises(DiskFullError, match="free space"):
-        StaticCache.build(RNG.integers(0, 50_000, 400_000), small_disk / "s.ngd")
+        build_static(RNG.integers(0, 50_000, 400_000), small_disk / "s.ngd")
     assert not _leftovers(small_disk) and not (small_disk / "s.ngd").exists()
 
 
@@ -266,14 +266,14 @@ def _drafting_child(static_path, stream_path):
 def static_file(tmp_path):
     stream = RNG.integers(0, 30_000, 600_000).astype(np.int32)
     np.save(tmp_path / "stream.npy", stream)
-    StaticCache.build(stream, tmp_path / "static.ngd")
+    build_static(stream, tmp_path / "static.ngd")
     return tmp_path / "static.ngd", tmp_path / "stream.npy"
 
 
 def test_a_static_file_replaced_under_a_drafter_keeps_serving_the_old_one(static_file):
     static, stream = static_file
     proc = _drafting_child(static, stream)
-    StaticCache.build(np.arange(100, dtype=np.int32), static)  # an atomic replace
+    build_static(np.arange(100, dtype=np.int32), static)  # an atomic replace
     out, err = proc.communicate("go\n", timeout=120)
     assert proc.returncode == 0 and "drafted" in out, err
 

@@ -22,6 +22,8 @@ from ngramdraft import (
     TruncatedFileError,
     UnsupportedVersionError,
     WrongFileKindError,
+    build_static,
+    merge_static,
     replay,
 )
 from ngramdraft.files.tokens import TokenFile
@@ -196,10 +198,10 @@ def test_merging_sources_that_claim_too_many_tokens(tmp_path):
     field: struct.error, a generic exception, from ``merge-static``.
     """
     path = tmp_path / "claims.ngd"
-    StaticCache.build(np.arange(200, dtype=np.int32) % 17, path)
+    build_static(np.arange(200, dtype=np.int32) % 17, path)
     raw = bytearray(path.read_bytes())
     struct.pack_into("<Q", raw, 80, 1 << 63)  # n_source_tokens (docs/format.md)
     path.write_bytes(rehash(raw))
     with pytest.raises(CorruptFileError, match="claim 18446744073709551616 tokens"):
-        StaticCache.merge([path, path], tmp_path / "merged.ngd")
+        merge_static([path, path], tmp_path / "merged.ngd")
     assert not (tmp_path / "merged.ngd").exists()

@@ -17,8 +17,9 @@ from ngramdraft import (  # noqa: E402
     CostAwareLength,
     NgramCache,
     StaticCache,
-    SuffixCorpus,
     TokenizerMismatchError,
+    build_static,
+    build_suffix_corpus,
 )
 from ngramdraft.errors import (  # noqa: E402
     ModelFileError,
@@ -114,7 +115,7 @@ def test_suffix_rules_with_a_corpus_are_lossless(llama, prompt, reference, tmp_p
     # No policy, as above: on this tiny model a pass over two tokens costs twice one
     # (per-row work dominates), so what a learning policy submits depends on the load;
     # under load on CI it once submitted nothing in 640 tokens.
-    corpus = SuffixCorpus.build(reference[: N // 2], tmp_path / "corpus.ngd")
+    corpus = build_suffix_corpus(reference[: N // 2], tmp_path / "corpus.ngd")
     draft = NgramDraftModel(rules="suffix", static=corpus, policy=None)
     out = generate(llama, prompt, N, draft)
     assert out.tokens == reference
@@ -142,7 +143,7 @@ def test_oracle_and_garbage_drafts_are_lossless(llama, prompt, reference):
 
 def test_static_and_dynamic_caches_are_lossless(llama, prompt, reference, tmp_path):
     other = generate(llama, llama.tokenize(b"a man, a sea", add_bos=True), N).tokens
-    static = StaticCache.build(np.array(other + reference[: N // 2]), tmp_path / "s.ngd")
+    static = build_static(np.array(other + reference[: N // 2]), tmp_path / "s.ngd")
     dynamic = tmp_path / "d.ngd"
     draft = NgramDraftModel(static=static, dynamic=dynamic)
     out = generate(llama, prompt, N, draft)
@@ -274,7 +275,7 @@ def test_tokenizer_from_gguf_is_recorded_and_checked(tiny_gguf, tmp_path, cli):
 
 
 def test_cache_with_ids_beyond_the_vocabulary_is_refused(tiny_gguf, tmp_path):
-    cache = StaticCache.build(np.array([1, 2, 3, TINY.n_vocab + 5, 1, 2]), tmp_path / "big.ngd")
+    cache = build_static(np.array([1, 2, 3, TINY.n_vocab + 5, 1, 2]), tmp_path / "big.ngd")
     with pytest.raises(VocabularyError, match="vocabulary"):
         load_llama(tiny_gguf, draft_model=NgramDraftModel(static=cache))
 

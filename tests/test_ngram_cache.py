@@ -9,7 +9,7 @@ from ngramdraft import (
     InvalidParameterError,
     InvalidTokensError,
     NgramCache,
-    StaticCache,
+    build_static,
 )
 from ngramdraft.kernels import table as T
 
@@ -101,7 +101,7 @@ def test_merge_adds_counts_and_grows():
 
 
 def test_merge_accepts_any_cache(tmp_path):
-    static = StaticCache.build([1, 2, 3, 1, 2, 4], tmp_path / "s.ngd")
+    static = build_static([1, 2, 3, 1, 2, 4], tmp_path / "s.ngd")
     cache = NgramCache()
     cache.merge(static)
     cache.verify()

@@ -3,7 +3,7 @@
 import numpy as np
 
 import reference as R
-from ngramdraft import Drafter, NgramCache, StaticCache
+from ngramdraft import Drafter, NgramCache, build_static
 from ngramdraft.files import llamacpp
 
 
@@ -64,7 +64,7 @@ def test_ngrams_reaching_before_the_sequence_are_absent():
 
 def test_static_alone_needs_two_samples(tmp_path):
     """The static-only fallback drafts with >= 2 samples and >= 50%, else drafting stops."""
-    static = StaticCache.build([1, 2, 3, 8, 1, 2, 3], tmp_path / "s.ngd")
+    static = build_static([1, 2, 3, 8, 1, 2, 3], tmp_path / "s.ngd")
     drafter = Drafter(static=static, n_draft=4)
     drafter.start([9, 1, 2])
     assert drafter.draft().tolist() == [3]  # (1, 2) -> {3: 2}; then (2, 3) -> {8: 1} stops

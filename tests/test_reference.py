@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import reference as R
-from ngramdraft import Drafter, NgramCache, StaticCache, replay
+from ngramdraft import Drafter, NgramCache, build_static, replay
 
 # Hypothesis draws streams shorter than a chunk too; replay says so, rightly.
 pytestmark = pytest.mark.filterwarnings("ignore::ngramdraft.errors.ShortStreamWarning")
@@ -46,7 +46,7 @@ def _ref_cache(cache):
     n_draft=st.integers(1, 16),
 )
 def test_replay_matches_reference(tokens, corpus, earlier, n_ctx, n_draft):
-    static = StaticCache.build(corpus, _tmp("s.ngd")) if corpus is not None else None
+    static = build_static(corpus, _tmp("s.ngd")) if corpus is not None else None
     dynamic = None
     if earlier is not None:
         dynamic = NgramCache()
@@ -74,7 +74,7 @@ def test_replay_matches_reference(tokens, corpus, earlier, n_ctx, n_draft):
 def test_drafter_matches_reference(prompt, steps, corpus, earlier, sizes, n_draft):
     """Every ngram_min/ngram_max pair, through the per-call API."""
     nmin, nmax = sizes
-    static = StaticCache.build(corpus, _tmp("s.ngd")) if corpus is not None else None
+    static = build_static(corpus, _tmp("s.ngd")) if corpus is not None else None
     dynamic = NgramCache()
     if earlier is not None:
         dynamic.update(earlier)
@@ -116,7 +116,7 @@ def test_update_matches_reference(tokens, a, b, data):
 @SETTINGS
 @given(streams(300))
 def test_static_cache_matches_reference(corpus):
-    cache = StaticCache.build(corpus, _tmp("s.ngd"))
+    cache = build_static(corpus, _tmp("s.ngd"))
     cache.verify(deep=True)
     assert _ref_cache(cache) == R.static_cache(corpus)
     rng = np.random.default_rng(len(corpus))

@@ -8,7 +8,7 @@ drafter that only ever saw the kept tokens.
 import numpy as np
 import pytest
 
-from ngramdraft import Drafter, StaticCache
+from ngramdraft import Drafter, build_static
 from ngramdraft.errors import InvalidParameterError
 
 
@@ -24,7 +24,7 @@ def _same(a, b):
 def test_rewind_equals_never_having_accepted(seed, tmp_path):
     rng = np.random.default_rng(seed)
     vocab = int(rng.integers(2, 12))
-    static = StaticCache.build(rng.integers(0, vocab, 3000), tmp_path / "s.ngd")
+    static = build_static(rng.integers(0, vocab, 3000), tmp_path / "s.ngd")
     drafter = Drafter(static=static, n_draft=6)
     seq = list(rng.integers(0, vocab, 20))
     drafter.start(seq)

@@ -6,9 +6,17 @@ import numpy as np
 import pytest
 
 from conftest import needs_shared
-from ngramdraft import NgramCache, StaticCache, replay
+from ngramdraft import (
+    NgramCache,
+    StaticCache,
+    build_static,
+    merge_static,
+    replay,
+    static_from_cache,
+    static_from_llamacpp,
+)
 from ngramdraft.build.counting import TokenTriples, plan_ranges
-from ngramdraft.build.local import build_static
+from ngramdraft.build.local import write_static
 from ngramdraft.files.ngd.header import SECTIONS
 from ngramdraft.kernels.constmap import value_of
 from ngramdraft.kernels.frozen import DRAFTS, find_key_hashed, key_hash_of, may_draft
@@ -22,7 +30,7 @@ def _rng_tokens(seed, n, vocab):
 def test_absent_2grams_never_return_followers(tmp_path):
     """The constmap answers garbage for absent keys; the full-key check must catch all."""
     tokens = _rng_tokens(1, 20000, 300)
-    cache = StaticCache.build(tokens, tmp_path / "s.ngd")
+    cache = build_static(tokens, tmp_path / "s.ngd")
     present = set(map(tuple, np.stack([tokens[:-2], tokens[1:-1]], axis=1).tolist()))
     probes = _rng_tokens(2, (50000, 2), 400).reshape(-1, 2)
     for a, b in probes.tolist():
@@ -35,7 +43,7 @@ def test_constmap_flags_say_which_keys_draft(tmp_path):
     """The DRAFTS bit of every key's value is set exactly when its stats draft alone,
     and a clear bit is an exact "no static-only draft" for any probe."""
     tokens = _rng_tokens(5, 30000, 60)  # a small vocabulary: many keys pass, many fail
-    cache = StaticCache.build(tokens, tmp_path / "s.ngd")
+    cache = build_static(tokens, tmp_path / "s.ngd")
     f = cache.frozen
     flags = []
     for k, (a, b) in enumerate(f.keys.tolist()):
@@ -55,7 +63,7 @@ def test_constmap_flags_say_which_keys_draft(tmp_path):
 def test_open_reads_no_data(tmp_path):
     """Opening maps the file and parses one header: nothing else is read or copied."""
     path = tmp_path / "s.ngd"
-    StaticCache.build(_rng_tokens(3, 5000, 50), path)
+    build_static(_rng_tokens(3, 5000, 50), path)
     cache = StaticCache.open(path)
     for arr in cache.arrays():
         assert not arr.flags.owndata and not arr.flags.writeable
@@ -65,8 +73,8 @@ def test_memory_limited_build_is_byte_identical(tmp_path):
     tokens = _rng_tokens(4, 60000, 500)
     whole = tmp_path / "whole.ngd"
     limited = tmp_path / "limited.ngd"
-    build_static([TokenTriples(tokens)], whole)
-    header = build_static([TokenTriples(tokens, chunk=777)], limited, memory_limit=4096)
+    write_static([TokenTriples(tokens)], whole)
+    header = write_static([TokenTriples(tokens, chunk=777)], limited, memory_limit=4096)
     passes = plan_ranges(np.bincount(tokens[:-2]), 4096 // 64)
     assert len(passes) > 20  # the limit forced many passes
     assert whole.read_bytes() == limited.read_bytes()
@@ -79,9 +87,9 @@ def test_merged_shards_equal_one_build(tmp_path):
     cuts = [0, 9000, 21000, len(tokens)]
     shards = []
     for i, (a, b) in enumerate(itertools.pairwise(cuts)):
-        shards.append(StaticCache.build(tokens[max(0, a - 2) : b], tmp_path / f"shard{i}.ngd"))
-    merged = StaticCache.merge([s.path for s in shards], tmp_path / "merged.ngd", memory_limit=2048)
-    whole = StaticCache.build(tokens, tmp_path / "whole.ngd")
+        shards.append(build_static(tokens[max(0, a - 2) : b], tmp_path / f"shard{i}.ngd"))
+    merged = merge_static([s.path for s in shards], tmp_path / "merged.ngd", memory_limit=2048)
+    whole = build_static(tokens, tmp_path / "whole.ngd")
     for name in SECTIONS[1:]:
         assert merged.header.sections[name][2] == whole.header.sections[name][2], name
     merged.verify(deep=True)
@@ -90,7 +98,7 @@ def test_merged_shards_equal_one_build(tmp_path):
 def test_documents_kept_apart(tmp_path):
     tokens = np.array([1, 2, 3, 4, 5, 6, 7], dtype=np.int32)
     path = tmp_path / "s.ngd"
-    build_static([TokenTriples(tokens, starts=[0, 3, 5])], path)
+    write_static([TokenTriples(tokens, starts=[0, 3, 5])], path)
     got = {ngram: t.tolist() for ngram, t, _ in StaticCache.open(path)}
     assert got == {(1, 2): [3]}  # (4, 5) -> 6 crosses the start at 5; nothing else fits
 
@@ -98,16 +106,16 @@ def test_documents_kept_apart(tmp_path):
 def test_from_cache_and_back(tmp_path):
     dyn = NgramCache()
     dyn.update(_rng_tokens(6, 3000, 40))
-    static = StaticCache.from_cache(dyn)
+    static = static_from_cache(dyn)
     static.verify(deep=True)
     bigrams = {ngram: (t.tolist(), c.tolist()) for ngram, t, c in dyn if len(ngram) == 2}
     assert {ngram: (t.tolist(), c.tolist()) for ngram, t, c in static} == bigrams
 
 
 def test_llamacpp_round_trip(tmp_path):
-    static = StaticCache.build(_rng_tokens(7, 8000, 60), tmp_path / "s.ngd")
+    static = build_static(_rng_tokens(7, 8000, 60), tmp_path / "s.ngd")
     static.save(tmp_path / "lookup.bin", "llamacpp")
-    back = StaticCache.from_llamacpp(tmp_path / "lookup.bin", tmp_path / "back.ngd")
+    back = static_from_llamacpp(tmp_path / "lookup.bin", tmp_path / "back.ngd")
     for name in SECTIONS[1:]:
         assert back.header.sections[name][2] == static.header.sections[name][2], name
     static.save(tmp_path / "copy.ngd")
@@ -117,9 +125,7 @@ def test_llamacpp_round_trip(tmp_path):
 @needs_shared
 @pytest.mark.slow
 def test_converted_llamacpp_static_equals_built(parity_dir, static25, tmp_path):
-    converted = StaticCache.from_llamacpp(
-        parity_dir / "llamacpp-static-25M.bin", tmp_path / "c.ngd"
-    )
+    converted = static_from_llamacpp(parity_dir / "llamacpp-static-25M.bin", tmp_path / "c.ngd")
     for name in SECTIONS[1:]:
         assert converted.header.sections[name][2] == static25.header.sections[name][2], name
     tokens = np.fromfile(parity_dir / "test-20k.llama3.i32", "<i4")
@@ -153,7 +159,7 @@ def test_tokens_beyond_packing_range_are_refused(tmp_path):
     from ngramdraft import InvalidTokensError
 
     with pytest.raises(InvalidTokensError, match="ids up to 2097151"):
-        StaticCache.build([1, 2, 2**21], tmp_path / "s.ngd")
+        build_static([1, 2, 2**21], tmp_path / "s.ngd")
     assert not (tmp_path / "s.ngd").exists()
 
 
@@ -162,7 +168,7 @@ def test_merge_keeps_the_tokenizer_of_any_input(tmp_path):
     meta = {"tokenizer": {"name": "llama3", "fingerprint": "abc"}}
     plain = tmp_path / "plain.ngd"
     named = tmp_path / "named.ngd"
-    build_static([TokenTriples(_rng_tokens(8, 500, 20))], plain)
-    build_static([TokenTriples(_rng_tokens(9, 500, 20))], named, meta=meta)
-    merged = StaticCache.merge([plain, named], tmp_path / "m.ngd")
+    write_static([TokenTriples(_rng_tokens(8, 500, 20))], plain)
+    write_static([TokenTriples(_rng_tokens(9, 500, 20))], named, meta=meta)
+    merged = merge_static([plain, named], tmp_path / "m.ngd")
     assert merged.meta["tokenizer"] == meta["tokenizer"]

@@ -14,10 +14,10 @@ from ngramdraft import (
     Drafter,
     InvalidParameterError,
     NgramCache,
-    StaticCache,
-    SuffixCorpus,
     VocabularyError,
     WrongFileKindError,
+    build_static,
+    build_suffix_corpus,
     replay,
 )
 from ngramdraft.caches.positions import MAX_MATCH, PositionIndex
@@ -471,9 +471,9 @@ def test_each_rule_set_names_the_others_caches(tmp_path):
     rng = np.random.default_rng(3)
     base = rng.integers(0, 50, 400).astype(np.int32)
     stream = np.concatenate([base, base]).astype(np.int32)
-    corpus = SuffixCorpus.build(base, tmp_path / "c.ngd")
+    corpus = build_suffix_corpus(base, tmp_path / "c.ngd")
     memory = RequestMemory()
-    static = StaticCache.build(base, tmp_path / "s.ngd")
+    static = build_static(base, tmp_path / "s.ngd")
     crossed = {
         "llamacpp": ({"static": corpus}, {"dynamic": memory}),
         "suffix": ({"static": static}, {"dynamic": NgramCache()}),
@@ -687,7 +687,7 @@ def repository_texts(tmp_path_factory):
     books, held = (
         tokens_of(data / name) for name in ("gutenberg.llama3.i32", "heldout.llama3.i32")
     )
-    corpus = SuffixCorpus.build(books, tmp_path_factory.mktemp("recorded") / "books.ngd")
+    corpus = build_suffix_corpus(books, tmp_path_factory.mktemp("recorded") / "books.ngd")
     return books, held, corpus
 
 

@@ -18,6 +18,7 @@ from ngramdraft import (
     TruncatedFileError,
     VocabularyError,
     WrongFileKindError,
+    build_static,
 )
 from ngramdraft.build.corpus import Corpus
 from ngramdraft.build.suffixes import build_suffixes
@@ -308,7 +309,7 @@ def test_wrong_kinds_are_named(tmp_path):
     tokens = np.arange(100, dtype=np.int32) % 17
     suffix_path = _built(tmp_path, tokens)
     static_path = tmp_path / "static.ngd"
-    StaticCache.build(tokens, static_path)
+    build_static(tokens, static_path)
     with pytest.raises(WrongFileKindError, match="suffix file"):
         StaticCache.open(suffix_path)
     with pytest.raises(WrongFileKindError, match="suffix file"):
@@ -483,10 +484,10 @@ def test_the_suffix_rules_run_as_plain_python(tmp_path):
 
     script = """
 import numpy as np
-from ngramdraft import Drafter, SuffixCorpus
+from ngramdraft import Drafter, SuffixCorpus, build_suffix_corpus
 from ngramdraft.kernels import gramindex
 tokens = np.tile(np.arange(3, 40, dtype=np.int32), 100)
-SuffixCorpus.build(tokens, "c.ngd")
+build_suffix_corpus(tokens, "c.ngd")
 corpus = SuffixCorpus.open("c.ngd")
 pattern = np.array([3, 4], dtype=np.int32)  # as the search reads a sequence's tokens
 lo, hi = gramindex.lookup(corpus.grams, len(corpus.sa), pattern[0], pattern[1], -1)

@@ -15,8 +15,9 @@ from ngramdraft import (
     NgramCache,
     RequestMemory,
     StaticCache,
-    SuffixCorpus,
     WrongFileKindError,
+    build_static,
+    build_suffix_corpus,
 )
 from ngramdraft.errors import LockTimeoutError, UnsavedCountsWarning
 from ngramdraft.files.atomic import locked
@@ -140,10 +141,10 @@ def test_wrong_kinds_are_named(tmp_path):
     memory.add(np.arange(50, dtype=np.int32) % 7)
     memory.save(requests)
     static = tmp_path / "static.ngd"
-    StaticCache.build(np.arange(50, dtype=np.int32) % 7, static)
+    build_static(np.arange(50, dtype=np.int32) % 7, static)
     dynamic = tmp_path / "dynamic.ngd"
     NgramCache().save(dynamic)
-    corpus = SuffixCorpus.build(np.arange(50, dtype=np.int32) % 7, tmp_path / "corpus.ngd")
+    corpus = build_suffix_corpus(np.arange(50, dtype=np.int32) % 7, tmp_path / "corpus.ngd")
     with pytest.raises(WrongFileKindError, match="requests file"):
         Drafter(dynamic=requests)  # llama.cpp's rules
     with pytest.raises(WrongFileKindError, match="requests file"):

@@ -11,7 +11,7 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from ngramdraft import StaticCache, SuffixCorpus  # noqa: E402
+from ngramdraft import build_static, build_suffix_corpus  # noqa: E402
 from ngramdraft.errors import InvalidParameterError, VocabularyError  # noqa: E402
 from ngramdraft.integrations.core import DraftStep  # noqa: E402
 from ngramdraft.integrations.transformers import NgramCandidateGenerator, NgramDraft  # noqa: E402
@@ -77,7 +77,7 @@ def test_oracle_and_garbage_candidates_are_lossless(model, prompt, reference):
 
 
 def test_suffix_rules_with_a_corpus_are_lossless(model, prompt, reference, tmp_path):
-    corpus = SuffixCorpus.build(reference[0, : N // 2].numpy(), tmp_path / "corpus.ngd")
+    corpus = build_suffix_corpus(reference[0, : N // 2].numpy(), tmp_path / "corpus.ngd")
     draft = NgramDraft(rules="suffix", static=corpus)
     out = model.generate(prompt, max_new_tokens=N, do_sample=False, custom_generate=draft)
     assert torch.equal(out, reference)
@@ -85,7 +85,7 @@ def test_suffix_rules_with_a_corpus_are_lossless(model, prompt, reference, tmp_p
 
 
 def test_static_and_dynamic_caches_are_lossless(model, prompt, reference, tmp_path):
-    static = StaticCache.build(reference[0, : N // 2].numpy(), tmp_path / "s.ngd")
+    static = build_static(reference[0, : N // 2].numpy(), tmp_path / "s.ngd")
     draft = NgramDraft(static=static, dynamic=tmp_path / "d.ngd")
     for _ in range(2):  # the second call drafts from the first one's dynamic cache
         out = model.generate(prompt, max_new_tokens=N, do_sample=False, custom_generate=draft)
@@ -96,7 +96,7 @@ def test_static_and_dynamic_caches_are_lossless(model, prompt, reference, tmp_pa
 def test_batches_and_foreign_vocabularies_are_refused(model, prompt, tmp_path):
     with pytest.raises(InvalidParameterError, match="one sequence at a time"):
         model.generate(prompt.repeat(2, 1), max_new_tokens=5, custom_generate=NgramDraft())
-    big = StaticCache.build(np.array([1, 2, 3, 500, 1, 2]), tmp_path / "big.ngd")
+    big = build_static(np.array([1, 2, 3, 500, 1, 2]), tmp_path / "big.ngd")
     with pytest.raises(VocabularyError):
         model.generate(prompt, max_new_tokens=5, custom_generate=NgramDraft(static=big))
 

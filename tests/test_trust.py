@@ -26,7 +26,9 @@ from ngramdraft import (
     StaticCache,
     TokenizerMismatchError,
     WrongFileKindError,
+    build_static,
     replay,
+    static_from_llamacpp,
 )
 from ngramdraft.errors import ShortStreamWarning
 from ngramdraft.files.atomic import atomic_output
@@ -38,7 +40,7 @@ PATTERN = np.tile(np.arange(10, 60, dtype=np.int32), 40)
 
 @pytest.fixture
 def static_file(tmp_path):
-    return StaticCache.build(PATTERN, tmp_path / "s.ngd").path
+    return build_static(PATTERN, tmp_path / "s.ngd").path
 
 
 def _overwrite_stats(path, value, *, forge_checksums):
@@ -85,11 +87,11 @@ def _meta(path, text):
 
 
 def test_meta_that_nests_deeply_or_lies_about_the_tokenizer_is_named(tmp_path):
-    deep = StaticCache.build(PATTERN, tmp_path / "deep.ngd", meta={"x": "y" * 400_000}).path
+    deep = build_static(PATTERN, tmp_path / "deep.ngd", meta={"x": "y" * 400_000}).path
     _meta(deep, "[" * 200_000)
     with pytest.raises(CorruptFileError, match="nests"):
         StaticCache.open(deep)
-    number = StaticCache.build(PATTERN, tmp_path / "n.ngd", meta={"pad": "x" * 40}).path
+    number = build_static(PATTERN, tmp_path / "n.ngd", meta={"pad": "x" * 40}).path
     _meta(number, '{"tokenizer": 12345}')
     with pytest.raises(CorruptFileError, match="tokenizer"):
         StaticCache.open(number, tokenizer="llama3")
@@ -98,11 +100,11 @@ def test_meta_that_nests_deeply_or_lies_about_the_tokenizer_is_named(tmp_path):
 def test_huge_token_ids_are_refused_before_anything_is_sized_by_them(tmp_path):
     tracemalloc.start()
     with pytest.raises(InvalidTokensError, match="token ids up to"):
-        StaticCache.build(np.array([2**31 - 1, 1, 2, 2**31 - 1, 1, 3]), tmp_path / "h.ngd")
+        build_static(np.array([2**31 - 1, 1, 2, 2**31 - 1, 1, 3]), tmp_path / "h.ngd")
     lookup = tmp_path / "h.bin"
     np.array([2**31 - 2, 5, -1, -1, 1, 7, 1], dtype="<i4").tofile(lookup)
     with pytest.raises(InvalidTokensError, match="token ids up to"):
-        StaticCache.from_llamacpp(lookup, tmp_path / "h2.ngd")
+        static_from_llamacpp(lookup, tmp_path / "h2.ngd")
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
     assert peak < 64 << 20  # no 16 GiB histogram on the way (numpy's memory is traced)
@@ -138,13 +140,13 @@ def test_counts_saturate_instead_of_wrapping(tmp_path):
 def test_files_are_written_with_the_umask_like_open(tmp_path, static_file):
     old = os.umask(0o022)
     try:
-        StaticCache.build(PATTERN, tmp_path / "a.ngd")
+        build_static(PATTERN, tmp_path / "a.ngd")
         assert stat.S_IMODE((tmp_path / "a.ngd").stat().st_mode) == 0o644
         os.umask(0o077)
         NgramCache.load(static_file).save(tmp_path / "b.bin", "llamacpp")
         assert stat.S_IMODE((tmp_path / "b.bin").stat().st_mode) == 0o600
         os.chmod(tmp_path / "a.ngd", 0o640)  # a replaced file keeps its mode, as with open()
-        StaticCache.build(PATTERN, tmp_path / "a.ngd")
+        build_static(PATTERN, tmp_path / "a.ngd")
         assert stat.S_IMODE((tmp_path / "a.ngd").stat().st_mode) == 0o640
     finally:
         os.umask(old)
@@ -168,7 +170,7 @@ def test_leftovers_of_killed_writers_are_removed_on_the_next_write(tmp_path):
     (stale_dir / "keys").write_bytes(b"x" * 100)
     live_file.write_bytes(b"x")
     other.write_bytes(b"x")
-    StaticCache.build(PATTERN, target)
+    build_static(PATTERN, target)
     assert not stale_file.exists() and not stale_dir.exists()
     assert live_file.exists() and other.exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
@@ -192,7 +194,7 @@ def test_misspelled_tokenizer_fails_fast_with_close_matches(static_file, tmp_pat
     monkeypatch.setattr(hub.HFTokenizer, "__init__", never)
     for call in (
         lambda: StaticCache.open(
-            StaticCache.build(PATTERN, tmp_path / "t.ngd", meta={"tokenizer": _ident()}).path,
+            build_static(PATTERN, tmp_path / "t.ngd", meta={"tokenizer": _ident()}).path,
             tokenizer="Llama3",
         ),
         lambda: Drafter(static=static_file, tokenizer="Llama3"),
@@ -214,14 +216,14 @@ def test_token_file_paths_are_accepted_wherever_tokens_are(tmp_path):
     path = tmp_path / "tokens.i32"
     PATTERN.astype("<i4").tofile(path)
     np.save(tmp_path / "tokens.npy", PATTERN.astype(np.int64))
-    a = StaticCache.build(str(path), tmp_path / "a.ngd")
-    b = StaticCache.build(tmp_path / "tokens.npy", tmp_path / "b.ngd")
+    a = build_static(str(path), tmp_path / "a.ngd")
+    b = build_static(tmp_path / "tokens.npy", tmp_path / "b.ngd")
     assert a.header.sections["tokens"][2] == b.header.sections["tokens"][2]
     assert replay(path, 64, 8).n_accept == replay(PATTERN, 64, 8).n_accept > 0
 
 
 def test_token_ids_beyond_the_caches_vocabulary_are_named(tmp_path):
-    cache = StaticCache.build(PATTERN, tmp_path / "v.ngd", meta={"tokenizer": _ident()})
+    cache = build_static(PATTERN, tmp_path / "v.ngd", meta={"tokenizer": _ident()})
     with pytest.raises(TokenizerMismatchError, match="128256"):
         replay(np.array([1, 2, 3, 200_000] * 50), 64, 8, static=cache)
 

@@ -24,7 +24,7 @@ from ngramdraft import (
     InvalidParameterError,
     NgramCache,
     RequestMemory,
-    SuffixCorpus,
+    build_suffix_corpus,
 )
 from ngramdraft.integrations.vllm import NgramProposer
 
@@ -117,7 +117,7 @@ def engine_runs(tmp_path_factory, vllm_python):
     # A corpus of the vocabulary's ids: its drafts are mostly wrong, which a lossless
     # engine must reject.
     corpus = np.random.default_rng(1).integers(3, VOCAB, 20_000)
-    suffix_env["NGRAMDRAFT_STATIC"] = str(SuffixCorpus.build(corpus, root / "corpus.ngd").path)
+    suffix_env["NGRAMDRAFT_STATIC"] = str(build_suffix_corpus(corpus, root / "corpus.ngd").path)
     for method, run_env in (("none", env), (proposer, env), (proposer, suffix_env)):
         args = [vllm_python, "-c", ENGINE, str(root / "model"), method, str(N_REQUESTS)]
         done = subprocess.run(args, env=run_env, capture_output=True, text=True, timeout=600)

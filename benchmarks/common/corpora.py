@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ngramdraft import UnsupportedVersionError
+from ngramdraft import UnsupportedVersionError, build_static, build_suffix_corpus
 
 if TYPE_CHECKING:  # imported where used: a vLLM worker imports this module before its engine
     from ngramdraft import StaticCache, SuffixCorpus
@@ -100,7 +100,7 @@ def static_cache(mb: int) -> "StaticCache":
     try:
         return StaticCache.open(path)
     except (FileNotFoundError, UnsupportedVersionError):  # missing, or an older ngramdraft's
-        return StaticCache.build(
+        return build_static(
             prefix_tokens(mb), path, tokenizer=TOKENIZER, meta={"corpus": f"gutenberg {mb}M"}
         )
 
@@ -113,7 +113,7 @@ def suffix_corpus(mb: int) -> "SuffixCorpus":
     try:
         return SuffixCorpus.open(path)
     except (FileNotFoundError, UnsupportedVersionError):
-        return SuffixCorpus.build(prefix_tokens(mb), path, tokenizer=TOKENIZER)
+        return build_suffix_corpus(prefix_tokens(mb), path, tokenizer=TOKENIZER)
 
 
 def lookup_file(mb: int) -> Path:
@@ -159,4 +159,4 @@ def parity_static() -> "StaticCache":
     try:
         return StaticCache.open(path)
     except (FileNotFoundError, UnsupportedVersionError):
-        return StaticCache.build(parity_train_25m(), path, tokenizer=TOKENIZER)
+        return build_static(parity_train_25m(), path, tokenizer=TOKENIZER)

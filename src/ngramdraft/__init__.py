@@ -3,10 +3,11 @@
 >>> from ngramdraft import Drafter
 
 The layers, lowest first (``docs/architecture.md``): ``kernels`` (numba
-storage), ``files`` (bytes on disk), ``tokenizers``, ``build`` (corpora
-into static files), ``caches`` (the three roles), ``drafting`` (what a
-decoding loop talks to, whatever the rules), ``rulesets`` (the rules, one
-package each, found by name), ``integrations`` (engines) and ``cli``.
+storage), ``files`` (bytes on disk), ``tokenizers``, ``caches`` (the three
+roles, opened), ``build`` (corpora and caches into static files, returned
+opened), ``drafting`` (what a decoding loop talks to, whatever the rules),
+``rulesets`` (the rules, one package each, found by name), ``integrations``
+(engines) and ``cli``.
 """
 
 import importlib
@@ -60,9 +61,23 @@ _LAZY = {
     "ReplayResult": "drafting.replay",
     "replay": "drafting.replay",
     "fetch_model": "files.models",
+    "build_static": "build.static",
+    "build_static_distributed": "build.static",
+    "merge_static": "build.static",
+    "static_from_cache": "build.static",
+    "static_from_llamacpp": "build.static",
+    "build_suffix_corpus": "build.suffixes",
 }
 
 if TYPE_CHECKING:
+    from .build.static import (
+        build_static,
+        build_static_distributed,
+        merge_static,
+        static_from_cache,
+        static_from_llamacpp,
+    )
+    from .build.suffixes import build_suffix_corpus
     from .caches.base import Cache
     from .caches.ngram import NgramCache
     from .caches.requests import RequestMemory
@@ -127,6 +142,12 @@ __all__ = [
     "VocabularyError",
     "WrongFileKindError",
     "__version__",
+    "build_static",
+    "build_static_distributed",
+    "build_suffix_corpus",
     "fetch_model",
+    "merge_static",
     "replay",
+    "static_from_cache",
+    "static_from_llamacpp",
 ]

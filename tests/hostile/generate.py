@@ -13,7 +13,12 @@ import numpy as np
 import xxhash
 from mutations import forge, rehash, section, set_section
 
-from ngramdraft import NgramCache, RequestMemory, StaticCache, SuffixCorpus
+from ngramdraft import (
+    NgramCache,
+    RequestMemory,
+    build_static,
+    build_suffix_corpus,
+)
 from ngramdraft.files.ngd.header import SECTIONS
 
 HERE = Path(__file__).resolve().parent
@@ -23,7 +28,7 @@ TOKENS = (np.arange(400) * 7919 % 97).astype(np.int32)
 def suffix_files(static):
     """Hostile suffix files (the corpus of rules="suffix"), and a static cache given as one."""
     tmp = HERE / "_valid-suffix.ngd"
-    SuffixCorpus.build(TOKENS, tmp)
+    build_suffix_corpus(TOKENS, tmp)
     valid = bytearray(tmp.read_bytes())
     tmp.unlink()
     files = {"static-not-suffix.ngd": static, "suffix-truncated.ngd": valid[:-200]}
@@ -53,7 +58,7 @@ def suffix_files(static):
     raw[offset : offset + size] = np.full(size // 8, -(2**40), dtype="<i8").tobytes()
     files["suffix-buckets-lie.ngd"] = forge(raw)
     # An n-gram index needs n-grams at least gramindex.MIN_COUNT times: a repeated phrase.
-    SuffixCorpus.build(np.tile(np.arange(5, dtype=np.int32), 100), tmp)
+    build_suffix_corpus(np.tile(np.arange(5, dtype=np.int32), 100), tmp)
     indexed = bytearray(tmp.read_bytes())
     tmp.unlink()
     raw = bytearray(indexed)
@@ -96,7 +101,7 @@ def surrogate_meta(valid):
 
 def main():
     tmp = HERE / "_valid.ngd"
-    StaticCache.build(TOKENS, tmp)
+    build_static(TOKENS, tmp)
     valid = bytearray(tmp.read_bytes())
     tmp.unlink()
     files = {}
@@ -164,7 +169,7 @@ def main():
     files.update(suffix_files(valid))
     files.update(requests_files())
     # Files that open, whose texts must reach a terminal or a pipe escaped.
-    SuffixCorpus.build(TOKENS, tmp)
+    build_suffix_corpus(TOKENS, tmp)
     RequestMemory().save(HERE / "_requests.ngd")
     for kind, base in (
         ("static", valid),

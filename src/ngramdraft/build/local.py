@@ -27,7 +27,7 @@ from ..progress import Progress
 from .counting import CacheTriples, TokenTriples, add_counts, count_pass, pass_budget, plan_ranges
 
 
-def build_static(
+def write_static(
     sources: Sequence[TokenTriples | CacheTriples],
     path: str | os.PathLike[str],
     *,

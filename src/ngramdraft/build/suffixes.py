@@ -19,22 +19,27 @@ bytes per n-gram it finds (at most half a byte per token).
 
 import itertools
 import os
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from ..caches.suffix_corpus import SuffixCorpus
 from ..errors import InvalidParameterError
 from ..files.atomic import disk_full_named, spool_directory, write_array
 from ..files.ngd.header import MAX_BUCKET_IDS, MAX_CORPUS, Header
-from ..files.ngd.writing import write_suffix_file
+from ..files.ngd.writing import buckets_of, write_suffix_file
 from ..kernels import gramindex
 from ..kernels.suffixsort import DEPTH, merge_block, sort_shard
 from ..progress import Progress
-from ..validation import check_int
+from ..validation import as_tokens, check_int
 from .corpus import Corpus
 from .counting import BASELINE_BYTES, add_counts
+
+if TYPE_CHECKING:
+    from numpy.typing import ArrayLike
 
 # A shard's peak per token: libdivsufsort's ids as bytes and suffix array of four
 # entries per token, its filtered copy, ours (46 measured whole, benchmarks/corpus_index.py).
@@ -110,6 +115,28 @@ def build_suffixes(
             )
 
 
+def build_suffix_corpus(
+    tokens: "ArrayLike | str | os.PathLike[str]",
+    path: str | os.PathLike[str],
+    *,
+    memory_limit: int | None = None,
+    tokenizer: str | None = None,
+    quiet: bool = True,
+) -> SuffixCorpus:
+    """Build the suffix file of a token array or token file at ``path``, and open it.
+
+    ``tokenizer`` (a name) is recorded, to be checked when drafting. For
+    text files, datasets and Dask, use ``ngramdraft build-static --suffix``.
+    """
+    with tempfile.TemporaryDirectory(dir=Path(path).parent) as tmp:
+        if not isinstance(tokens, str | os.PathLike):
+            tokens_path = Path(tmp) / "tokens.i32"
+            as_tokens(tokens).astype("<i4").tofile(tokens_path)
+            tokens = tokens_path
+        build_suffixes(Corpus.of([tokens], tokenizer), path, memory_limit=memory_limit, quiet=quiet)
+    return SuffixCorpus.open(path)
+
+
 def _join(
     streams: list[Any], separate: bool, spool: Path, path: str | os.PathLike[str]
 ) -> tuple[int, int, int, np.ndarray | None]:
@@ -142,17 +169,6 @@ def _join(
                     "holds: build one file per part of it"
                 )
     return n, n_source, max_token, counts
-
-
-def buckets_of(counts: np.ndarray | None, separators: int, max_token: int) -> np.ndarray:
-    """A suffix file's buckets from each id's count (None: none past MAX_BUCKET_IDS):
-    buckets[j] is the number of positions whose token is below j - 1 (``docs/format.md``)."""
-    if counts is None:
-        return np.zeros(0, dtype=np.int64)
-    per_id = np.zeros(max_token + 2, dtype=np.int64)
-    per_id[0] = separators
-    per_id[1 : len(counts) + 1] = counts
-    return np.concatenate([[0], np.cumsum(per_id)]).astype(np.int64)
 
 
 def _documents(chunk: np.ndarray, base: int, starts: np.ndarray) -> list[np.ndarray]:

@@ -2,51 +2,38 @@
 
 import mmap
 import os
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..build import distributed
-from ..build.corpus import Corpus
-from ..build.counting import CacheTriples, TokenTriples
-from ..build.local import build_static
 from ..errors import (
     CorruptFileError,
-    InvalidParameterError,
-    TokenizerMismatchError,
     WrongFileKindError,
 )
-from ..files import llamacpp
 from ..files.atomic import atomic_output
-from ..files.kinds import file_format
-from ..files.ngd.header import KIND_NAMES, KIND_STATIC, KIND_SUFFIX, NOT_NGRAMS, Header
+from ..files.ngd.header import KIND_NAMES, KIND_STATIC, NOT_NGRAMS, Header
 from ..files.ngd.reading import frozen_view, map_file, read_meta
 from ..files.ngd.writing import make_constmap
-from ..files.tokens import TokenFile
 from ..kernels.frozen import CORRUPT, followers_span, key_hash_of, key_values, span_stats
 from ..kernels.handles import frozen_handle
-from ..tokenizers import identity, load_tokenizer
-from ..validation import as_tokens, check_cache_arrays, check_ngram, check_path
+from ..validation import check_cache_arrays, check_ngram
 from .base import Arrays, Cache, RecordedTokenizer
 from .mapped import MappedFile
-from .suffix_corpus import SuffixCorpus
 from .warmup import Warmup
 
 if TYPE_CHECKING:
     from numpy.typing import ArrayLike
 
-    from ..build.sources import DatasetSource
-
 
 class StaticCache(MappedFile, RecordedTokenizer, Cache):
     """2-gram -> followers of a corpus, served zero-copy from a mmap'd ``.ngd`` file.
 
-    Open with :meth:`open` (reads one page, whatever the size) or create with
-    :meth:`build`, :meth:`from_cache`, :meth:`from_llamacpp` or :meth:`merge`
-    (each writes the file through the build layer, ``ngramdraft.build``, and
-    opens it). Any number of drafters, threads or processes can share one.
+    Open with :meth:`open` (reads one page, whatever the size); create with
+    :func:`ngramdraft.build_static`, :func:`ngramdraft.static_from_cache`,
+    :func:`ngramdraft.static_from_llamacpp` or :func:`ngramdraft.merge_static`
+    (each writes the file and opens it). Any number of drafters, threads or
+    processes can share one.
 
     For kernels: ``frozen`` is the file's arrays (``kernels.frozen.Frozen``,
     views of the mapping) and ``handle`` their handle.
@@ -64,7 +51,7 @@ class StaticCache(MappedFile, RecordedTokenizer, Cache):
         self.frozen = frozen_view(mm, header, path)
         self.handle = frozen_handle(self.frozen)
 
-    # -- creating and opening ------------------------------------------------
+    # -- opening ---------------------------------------------------------------
 
     @classmethod
     def open(
@@ -90,128 +77,6 @@ class StaticCache(MappedFile, RecordedTokenizer, Cache):
                 "(load it with NgramCache.load)"
             )
         return cls(mm, header, read_meta(mm, header, path), path)._opened(verify, tokenizer)
-
-    @classmethod
-    def build(
-        cls,
-        tokens: "ArrayLike | TokenFile | str | os.PathLike[str]",
-        path: str | os.PathLike[str],
-        *,
-        memory_limit: int | None = None,
-        meta: dict[str, Any] | None = None,
-        tokenizer: str | None = None,
-        quiet: bool = True,
-    ) -> "StaticCache":
-        """Count the 2-grams of a token sequence into a static cache file and open it.
-
-        ``tokens`` is an integer array, or a token file or its path (``.i32``/
-        ``.bin``/``.npy``, see :class:`ngramdraft.files.tokens.TokenFile`), read
-        in chunks. ``tokenizer`` (a name) is recorded, to be checked when drafting.
-        """
-        if isinstance(tokens, str | os.PathLike):
-            tokens = TokenFile(tokens)
-        source = tokens if isinstance(tokens, TokenFile) else as_tokens(tokens)
-        if tokenizer is not None:
-            meta = {"tokenizer": identity(load_tokenizer(tokenizer)), **(meta or {})}
-        build_static(
-            [TokenTriples(source)], path, memory_limit=memory_limit, meta=meta, quiet=quiet
-        )
-        return cls.open(path)
-
-    @classmethod
-    def build_distributed(
-        cls,
-        inputs: "list[str | os.PathLike[str]] | DatasetSource",
-        path: str | os.PathLike[str],
-        client: object,
-        *,
-        tokenizer: str | None = None,
-        separate_documents: bool = False,
-        memory_limit: int | None = None,
-        quiet: bool = True,
-    ) -> "StaticCache":
-        """Build on a Dask cluster (``client``: a ``distributed.Client``) and open the file.
-
-        ``inputs`` are token files or text files (text needs ``tokenizer``, a
-        name every worker can load), or a :class:`ngramdraft.build.sources.DatasetSource`.
-        The file is byte for byte the one :meth:`build` or ``ngramdraft
-        build-static`` writes for the same corpus; ``memory_limit`` is per
-        worker. See :mod:`ngramdraft.build.distributed`.
-        """
-        corpus = Corpus.of(inputs, tokenizer, separate_documents)
-        distributed.build(client, corpus, path, memory_limit=memory_limit, quiet=quiet)
-        return cls.open(path)
-
-    @classmethod
-    def from_cache(
-        cls,
-        cache: Cache,
-        path: "str | os.PathLike[str] | None" = None,
-        *,
-        meta: dict[str, Any] | None = None,
-    ) -> "StaticCache":
-        """Freeze the 2-grams of any cache into a static cache file.
-
-        Without ``path`` the file is anonymous: created, mapped, then unlinked.
-        """
-        if not isinstance(cache, Cache):
-            raise InvalidParameterError(f"expected a cache, got {type(cache).__name__}")
-        return cls._from_sources([CacheTriples(*cache.arrays())], path, meta=meta)
-
-    @classmethod
-    def from_llamacpp(
-        cls,
-        lookup_path: str | os.PathLike[str],
-        path: "str | os.PathLike[str] | None" = None,
-        *,
-        meta: dict[str, Any] | None = None,
-    ) -> "StaticCache":
-        """Convert a llama.cpp lookup file (its 2-gram records) into a static cache file."""
-        meta = {"converted_from": Path(check_path(lookup_path, "lookup_path")).name, **(meta or {})}
-        return cls._from_sources([CacheTriples(*llamacpp.read(lookup_path))], path, meta=meta)
-
-    @classmethod
-    def merge(
-        cls,
-        caches: "list[StaticCache | str | os.PathLike[str]]",
-        path: str | os.PathLike[str],
-        *,
-        memory_limit: int | None = None,
-        quiet: bool = True,
-    ) -> "StaticCache":
-        """One static cache counting every 2-gram of several (e.g. built from shards)."""
-        if not isinstance(caches, list | tuple):
-            raise InvalidParameterError(
-                f"caches must be a list of static caches or paths, got {type(caches).__name__}"
-            )
-        opened = [as_static(c) for c in caches]  # arrays() verifies each before reading
-        names = {name for c in opened if (name := c.tokenizer_name) is not None}
-        if len(names) > 1:
-            raise TokenizerMismatchError(
-                f"cannot merge caches of different tokenizers: {sorted(names)}"
-            )
-        meta: dict[str, Any] = {"merged_from": [c.path.name for c in opened]}
-        if names:
-            meta["tokenizer"] = next(c.meta["tokenizer"] for c in opened if c.tokenizer_name)
-        sources = [
-            CacheTriples(*c.arrays(), n_source_tokens=c.header.n_source_tokens) for c in opened
-        ]
-        return cls._from_sources(sources, path, memory_limit=memory_limit, meta=meta, quiet=quiet)
-
-    @classmethod
-    def _from_sources(
-        cls, sources: list[CacheTriples], path: "str | os.PathLike[str] | None", **kwargs: Any
-    ) -> "StaticCache":
-        if path is not None:
-            build_static(sources, path, **kwargs)
-            return cls.open(path)
-        fd, tmp = tempfile.mkstemp(suffix=".ngd")
-        os.close(fd)
-        try:
-            build_static(sources, tmp, **kwargs)
-            return cls.open(tmp)
-        finally:
-            os.unlink(tmp)
 
     # -- the Cache interface -------------------------------------------------
 
@@ -296,34 +161,3 @@ class StaticCache(MappedFile, RecordedTokenizer, Cache):
             raise CorruptFileError(
                 f"{self.path}: constmap does not map every key to its index and draft flag"
             )
-
-    # -- metadata ----------------------------------------------------------
-
-
-def as_static(
-    cache: "Cache | SuffixCorpus | str | os.PathLike[str]", *, tokenizer: object = None
-) -> StaticCache:
-    """A StaticCache for the static role: the cache itself, an opened path, or a frozen copy.
-
-    A frozen copy (of an in-memory cache, or of a llama.cpp lookup file) is
-    written to an anonymous temporary file, mapped, then unlinked: it takes
-    disk space in the temporary folder while mapped, and the build layer's
-    time. With ``tokenizer``, a cache that records another tokenizer is
-    refused.
-    """
-    if isinstance(cache, StaticCache):
-        static = cache
-    elif isinstance(cache, Cache):
-        static = StaticCache.from_cache(cache)
-    elif isinstance(cache, str | os.PathLike):
-        if file_format(cache) == "llamacpp":
-            static = StaticCache.from_llamacpp(cache)
-        else:
-            static = StaticCache.open(cache)
-    elif isinstance(cache, SuffixCorpus):
-        raise WrongFileKindError(f"{cache.path}: {NOT_NGRAMS[KIND_SUFFIX]}")
-    else:
-        raise InvalidParameterError(f"expected a cache or a path, got {type(cache).__name__}")
-    if tokenizer is not None:
-        static.check_tokenizer(tokenizer)
-    return static

@@ -2,19 +2,16 @@
 
 import mmap
 import os
-import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..build.corpus import Corpus
-from ..build.counting import add_counts
-from ..build.suffixes import buckets_of, build_suffixes
 from ..errors import CorruptFileError, InvalidParameterError, WrongFileKindError
 from ..files.kinds import file_format
 from ..files.ngd.header import KIND_NAMES, KIND_REQUESTS, KIND_SUFFIX, Header
 from ..files.ngd.reading import map_file, read_meta, section_array
+from ..files.ngd.writing import buckets_of
 from ..files.tokens import CHUNK
 from ..kernels import gramindex, suffixsearch
 from ..kernels.suffixsort import DEPTH, first_out_of_order
@@ -31,7 +28,7 @@ class SuffixCorpus(MappedFile, RecordedTokenizer):
     """A corpus for ``rules="suffix"``: its tokens, and their suffixes in order.
 
     Open with :meth:`open` (reads one page, whatever the size); build with
-    :meth:`build` or ``ngramdraft build-static --suffix``.
+    :func:`ngramdraft.build_suffix_corpus` or ``ngramdraft build-static --suffix``.
     Any number of drafters, threads or processes can share one. ``text`` and
     ``sa`` are int32 views of the mapping, ``buckets`` int64 and ``grams``
     int64 rows of two (``docs/format.md``, the suffix kind; a file written
@@ -75,30 +72,6 @@ class SuffixCorpus(MappedFile, RecordedTokenizer):
                 "rules='llamacpp')"
             )
         return cls(mm, header, read_meta(mm, header, path), path)._opened(verify, tokenizer)
-
-    @classmethod
-    def build(
-        cls,
-        tokens: "ArrayLike | str | os.PathLike[str]",
-        path: str | os.PathLike[str],
-        *,
-        memory_limit: int | None = None,
-        tokenizer: str | None = None,
-        quiet: bool = True,
-    ) -> "SuffixCorpus":
-        """Build the suffix file of a token array or token file at ``path``, and open it.
-
-        ``tokenizer`` (a name) is recorded, to be checked when drafting. For
-        text files, datasets and Dask, use ``ngramdraft build-static --suffix``.
-        """
-        with tempfile.TemporaryDirectory(dir=Path(path).parent) as tmp:
-            if not isinstance(tokens, str | os.PathLike):
-                tokens_path = Path(tmp) / "tokens.i32"
-                as_tokens(tokens).astype("<i4").tofile(tokens_path)
-                tokens = tokens_path
-            corpus = Corpus.of([tokens], tokenizer)
-            build_suffixes(corpus, path, memory_limit=memory_limit, quiet=quiet)
-        return cls.open(path)
 
     def __len__(self) -> int:
         """Tokens in the corpus, separators included."""
@@ -151,10 +124,11 @@ class SuffixCorpus(MappedFile, RecordedTokenizer):
             raise CorruptFileError(f"{self.path}: the n-gram index disagrees with the suffixes")
 
     def _counted_buckets(self) -> np.ndarray:
-        counts = np.zeros(0, dtype=np.int64)
+        # After the check of max_token: no id in the text is larger.
+        counts = np.zeros(self.max_token + 1, dtype=np.int64)
         for start in range(0, len(self), CHUNK):
             chunk = self.text[start : start + CHUNK]
-            counts = add_counts(counts, np.bincount(chunk[chunk >= 0]))
+            counts += np.bincount(chunk[chunk >= 0], minlength=len(counts))
         return buckets_of(counts, len(self) - int(counts.sum()), self.max_token)
 
     def __reduce__(self) -> tuple[Any, tuple[str]]:

@@ -7,10 +7,10 @@ from typing import Any
 
 from ..build import distributed
 from ..build.corpus import ONE_CORPUS, Corpus
-from ..build.local import build_static
+from ..build.local import write_static
 from ..build.sources import DatasetSource
+from ..build.static import merge_static
 from ..build.suffixes import build_suffixes
-from ..caches.static import StaticCache
 from ..errors import EmptyCacheWarning, InvalidParameterError
 from ..files.atomic import atomic_output, write_array
 from ..files.tokens import RAW_SUFFIXES
@@ -160,7 +160,7 @@ def build_static_command(args: argparse.Namespace) -> None:
             args.cluster, corpus, args.output, memory_limit=args.memory_limit, quiet=args.quiet
         )
     else:
-        header = build_static(
+        header = write_static(
             corpus.triples(args.token_cache, quiet=args.quiet),
             args.output,
             memory_limit=args.memory_limit,
@@ -232,7 +232,5 @@ def tokenize_command(args: argparse.Namespace) -> None:
 
 
 def merge_static_command(args: argparse.Namespace) -> None:
-    cache = StaticCache.merge(
-        args.inputs, args.output, memory_limit=args.memory_limit, quiet=args.quiet
-    )
+    cache = merge_static(args.inputs, args.output, memory_limit=args.memory_limit, quiet=args.quiet)
     say(args, f"{args.output}: {len(cache)} 2-grams, {cache.n_entries} entries")

@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from ..build.static import static_from_llamacpp
 from ..caches.base import Cache
 from ..caches.ngram import NgramCache
 from ..caches.requests import RequestMemory, read_requests
@@ -87,7 +88,7 @@ def convert_command(args: argparse.Namespace) -> None:
             raise InvalidParameterError(
                 f"{args.input} is already a native cache (use --to-llamacpp to convert it back)"
             )
-        static = StaticCache.from_llamacpp(args.input, args.output)
+        static = static_from_llamacpp(args.input, args.output)
         print(f"{args.output}: {len(static)} 2-grams, {static.n_entries} entries")
 
 

@@ -202,6 +202,17 @@ def write_cache(
         return out.finish(n_source_tokens, meta)
 
 
+def buckets_of(counts: np.ndarray | None, separators: int, max_token: int) -> np.ndarray:
+    """A suffix file's buckets from each id's count (None: none past MAX_BUCKET_IDS):
+    buckets[j] is the number of positions whose token is below j - 1 (``docs/format.md``)."""
+    if counts is None:
+        return np.zeros(0, dtype=np.int64)
+    per_id = np.zeros(max_token + 2, dtype=np.int64)
+    per_id[0] = separators
+    per_id[1 : len(counts) + 1] = counts
+    return np.concatenate([[0], np.cumsum(per_id)]).astype(np.int64)
+
+
 def write_suffix_file(
     path: str | os.PathLike[str],
     tokens: list[Part],

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ...build.static import as_static
 from ...caches.shared import LOCK_TIMEOUT, SharedDynamicFile, dynamic_role
-from ...caches.static import as_static
 from ...drafting.batch import (
     MISMATCH,
     BatchDrafter,

@@ -12,9 +12,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from ...build.static import as_static
 from ...caches.ngram import NgramCache
 from ...caches.shared import LOCK_TIMEOUT, SharedDynamicFile, dynamic_role
-from ...caches.static import as_static
 from ...caches.warmup import NO_WARMUP, NoWarmup, Warmup
 from ...drafting.batch import NEED_ROOM
 from ...drafting.drafter import MAX_DRAFT, REPLY_ROOM, Drafter, damaged

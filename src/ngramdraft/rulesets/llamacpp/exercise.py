@@ -3,6 +3,7 @@ both cache kinds, replay, a Drafter under each policy, batches on one thread and
 
 from pathlib import Path
 
+from ...build.static import build_static, merge_static, static_from_llamacpp
 from ...caches.ngram import NgramCache
 from ...caches.static import StaticCache
 from ...drafting.batch import BatchDrafter
@@ -16,16 +17,16 @@ def exercise(folder: Path) -> None:
     """Run every kernel of the rule set on tiny inputs in ``folder`` (files written
     there): what ``cli/compiled.py`` compiles once for an installation."""
     stream = practice_tokens()
-    StaticCache.build(stream, folder / "s.ngd")
+    build_static(stream, folder / "s.ngd")
     static = StaticCache.open(folder / "s.ngd")
     static.verify(deep=True)
-    StaticCache.merge([static, folder / "s.ngd"], folder / "m.ngd")
+    merge_static([static, folder / "s.ngd"], folder / "m.ngd")
     dynamic = NgramCache()
     dynamic.update(stream)
     dynamic.save(folder / "d.ngd")
     dynamic.save(folder / "d.bin", "llamacpp")
     NgramCache.load(folder / "d.bin").merge(NgramCache.load(folder / "d.ngd"))
-    StaticCache.from_llamacpp(folder / "d.bin", folder / "c.ngd")
+    static_from_llamacpp(folder / "d.bin", folder / "c.ngd")
     replay(stream, 256, 8, static, folder / "d.ngd", dump=True)
     replay(stream, 256, 8, folder / "c.ngd")
     for policy in (None, AdaptiveLength(), CostAwareLength([1.0] + [1.2] * 8)):

@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from numba import njit
 
+from ...build.static import as_static
 from ...caches.base import Cache
 from ...caches.ngram import NgramCache, as_mutable
-from ...caches.static import as_static
 from ...drafting.drafter import damaged
 from ...drafting.replay import Chunks, ReplayResult, count_call
 from ...files.tokens import tokens_of

@@ -3,6 +3,7 @@ the requests file, replay, a Drafter with and without its policy, batches."""
 
 from pathlib import Path
 
+from ...build.suffixes import build_suffix_corpus
 from ...caches.requests import RequestMemory
 from ...caches.suffix_corpus import SuffixCorpus
 from ...drafting.batch import BatchDrafter
@@ -16,7 +17,7 @@ def exercise(folder: Path) -> None:
     """Run every kernel of the rule set on tiny inputs in ``folder`` (files written
     there): what ``cli/compiled.py`` compiles once for an installation."""
     stream = practice_tokens()
-    SuffixCorpus.build(stream, folder / "c.ngd")
+    build_suffix_corpus(stream, folder / "c.ngd")
     corpus = SuffixCorpus.open(folder / "c.ngd")
     corpus.verify(deep=True)
     memory = RequestMemory()
