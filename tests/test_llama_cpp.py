@@ -31,7 +31,7 @@ from ngramdraft.integrations.llama_cpp import (  # noqa: E402
     load_llama,
     plain_llama,
 )
-from ngramdraft.integrations.llama_cpp_decode import Decoder  # noqa: E402
+from ngramdraft.integrations.llama_cpp_decode import Decoder, decoder_of  # noqa: E402
 from ngramdraft.integrations.llama_cpp_measure import (  # noqa: E402
     first_difference,
     generate,
@@ -195,6 +195,31 @@ def test_the_hosts_completion_api_drafts_through_ngramdrafts_loop(tiny_gguf):
         streamed
         == plain.create_completion(text, max_tokens=100, temperature=0.0)["choices"][0]["text"]
     )
+
+
+def test_no_pass_drafts_past_the_tokens_a_completion_asked_for(tiny_gguf, prompt, reference):
+    """A pass yields its token and the draft's accepted ones; those past max_tokens are never
+    read, and on a CPU a longer pass costs more: each draft stops at what is still wanted."""
+    ours = load_llama(tiny_gguf, draft_model=Oracle(prompt, reference, n_draft=16), n_ctx=2048)
+    decoder = decoder_of(ours)
+    sizes = []
+    real = decoder.decode
+
+    def decode(tokens, rows):
+        sizes.append(len(tokens))
+        return real(tokens, rows)
+
+    decoder.decode = decode
+    for max_tokens in (20, 37):
+        sizes.clear()
+        ours.create_completion(list(prompt), max_tokens=max_tokens, temperature=0.0)
+        # The prompt's pass picks the first token; then passes of 1 + 16 drafted, each
+        # yielding its length, the last one cut to what is left.
+        passes = sizes[1:]
+        assert sum(passes) == max_tokens - 1 and max(passes) == 17, passes
+    sizes.clear()  # `ngramdraft generate`'s loop, the same
+    generate(ours, prompt, 20, ours.draft_model)
+    assert sum(sizes[1:]) == 19, sizes
 
 
 def test_a_longer_prompt_reuses_the_model_state_and_stays_lossless(

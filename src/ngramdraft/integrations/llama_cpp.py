@@ -252,6 +252,7 @@ def drafting_llama() -> type:
     llama_cpp = _llama_cpp()
     host_generate = llama_cpp.Llama.generate
     signature = inspect.signature(host_generate)
+    completion = inspect.signature(llama_cpp.Llama.create_completion)
 
     class DraftingLlama(llama_cpp.Llama):  # type: ignore[name-defined]
         def __init__(self, *args: Any, draft_model: Any = None, **kwargs: Any) -> None:
@@ -267,7 +268,19 @@ def drafting_llama() -> type:
                 and host.rolls_back(self)
             )
 
-        def generate(self, *args: Any, **kwargs: Any) -> Any:
+        @functools.wraps(llama_cpp.Llama.create_completion)  # its signature, for its callers
+        def create_completion(self, *args: Any, **kwargs: Any) -> Any:
+            # generate's protocol has no max_tokens; its caller stops taking tokens there,
+            # and a draft past it is a dearer pass for nothing. create_chat_completion and
+            # the server complete through here.
+            bound = completion.bind(self, *args, **kwargs)
+            bound.apply_defaults()
+            self.__dict__["max_tokens"] = bound.arguments["max_tokens"]
+            return super().create_completion(*args, **kwargs)
+
+        def generate(self, *args: Any, max_tokens: int | None = None, **kwargs: Any) -> Any:
+            # max_tokens, not the host's: the most tokens the caller will take (a completion's).
+            max_tokens = self.__dict__.pop("max_tokens", max_tokens)
             loop = "ngramdraft" if self.drafts_in_own_loop() else "host"
             # Counted so that a server can say (and a test hold) which loop its requests ran;
             # kept in __dict__, as a Llama made before it became a DraftingLlama has none.
@@ -278,7 +291,9 @@ def drafting_llama() -> type:
             settings = dict(bound.arguments)
             del settings["self"]
             tokens = settings.pop("tokens")
-            return speculative_generate(self, tokens, self.draft_model, **settings)
+            return speculative_generate(
+                self, tokens, self.draft_model, max_tokens=max_tokens, **settings
+            )
 
     DraftingLlama.__doc__ = drafting_llama.__doc__
     return DraftingLlama

@@ -155,6 +155,7 @@ def speculative_generate(
     *,
     reset: bool = True,
     stopping_criteria: Any = None,
+    max_tokens: int | None = None,
     **settings: Any,
 ) -> Generator[int, Sequence[int] | None, None]:
     """``Llama.generate`` with drafts from ``draft_model``, verified by a :class:`Decoder`.
@@ -166,6 +167,11 @@ def speculative_generate(
     order, until one differs from the draft, so a seed draws the same values
     as without drafting. Tokens sent into the generator are verified as the
     host treats them: as the start of the next draft.
+
+    ``max_tokens`` (not ``Llama.generate``'s: its caller stops taking tokens
+    there) caps each draft at what the caller will still take: a pass's
+    tokens past it are dropped unread, and on a CPU a longer pass costs more
+    (llama-server caps its drafts so too).
     """
     decoder = decoder_of(llama)
     sampler = None if picks_argmax(settings) else host.sampler(llama, **_sampler(settings))
@@ -180,6 +186,7 @@ def speculative_generate(
         tokens = tokens[keep:]
     rows = decoder.prompt(tokens)
     drafted: list[int] = []
+    wanted = max_tokens if max_tokens is not None and max_tokens > 0 else None
     while True:
         # Row i predicts the token after the batch's position i; the draft's tokens are
         # accepted while they equal what the model picks.
@@ -203,15 +210,19 @@ def speculative_generate(
             sent = yield token
         if stop:
             return
+        if wanted is not None:
+            wanted -= len(accepted)
         # As the host: tokens sent in after a pass's last token open the next draft.
         opened = [] if sent is None else [int(t) for t in sent]
         n = llama.n_tokens
         if n + 1 + len(opened) > capacity(llama):
             return
         llama.input_ids[n : n + 1 + len(opened)] = [token, *opened]
-        draft = draft_model(llama.input_ids[: n + 1 + len(opened)])
+        draft = np.asarray(draft_model(llama.input_ids[: n + 1 + len(opened)])).astype(int)
+        if wanted is not None:  # the pass's own token is one of those wanted
+            draft = draft[: max(0, wanted - 1)]
         room = min(capacity(llama) - n, decoder.n_batch) - 1
-        drafted = [*opened, *np.asarray(draft).astype(int).tolist()][:room]
+        drafted = [*opened, *draft.tolist()][:room]
         rows = decoder.decode([token, *drafted], 1 + len(drafted))
 
 

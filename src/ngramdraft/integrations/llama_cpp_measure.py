@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from . import llama_cpp_host as host
+from .llama_cpp import drafting_llama
 from .llama_cpp_decode import decoder_of
 
 
@@ -72,12 +73,15 @@ def generate(llama: Any, prompt_tokens: Any, n: int, draft_model: Any = None) ->
     calls, and every token past the first of a pass was an accepted draft.
     """
     counter = _CountingDraft(draft_model) if draft_model is not None else None
+    # A drafting Llama (load_llama's) caps its drafts at what is still wanted; the host's
+    # generate takes no such argument.
+    wanted = {"max_tokens": n} if isinstance(llama, drafting_llama()) else {}
     llama.draft_model = counter
     tokens: list[int] = []
     t0 = time.perf_counter()
     t_first = t0
     try:
-        for token in llama.generate(list(prompt_tokens), temp=0.0, repeat_penalty=1.0):
+        for token in llama.generate(list(prompt_tokens), temp=0.0, repeat_penalty=1.0, **wanted):
             if not tokens:
                 t_first = time.perf_counter()
             tokens.append(token)
