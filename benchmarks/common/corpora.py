@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ngramdraft import UnsupportedVersionError, build_static, build_suffix_corpus
+from ngramdraft import UnsupportedVersionError
 
 if TYPE_CHECKING:  # imported where used: a vLLM worker imports this module before its engine
     from ngramdraft import StaticCache, SuffixCorpus
@@ -94,7 +94,7 @@ def _name(kind: str, mb: int) -> Path:
 
 def static_cache(mb: int) -> "StaticCache":
     """The static cache of the mb-MB prefix, built once."""
-    from ngramdraft import StaticCache
+    from ngramdraft import StaticCache, build_static
 
     path = _name("static", mb)
     try:
@@ -107,7 +107,7 @@ def static_cache(mb: int) -> "StaticCache":
 
 def suffix_corpus(mb: int) -> "SuffixCorpus":
     """The suffix file of the mb-MB prefix, built once."""
-    from ngramdraft import SuffixCorpus
+    from ngramdraft import SuffixCorpus, build_suffix_corpus
 
     path = _name("suffix", mb)
     try:
@@ -153,7 +153,7 @@ def summary() -> dict:
 
 def parity_static() -> "StaticCache":
     """The 25 MB parity corpus's static cache."""
-    from ngramdraft import StaticCache
+    from ngramdraft import StaticCache, build_static
 
     path = DATA / "static-parity25M.ngd"
     try:
