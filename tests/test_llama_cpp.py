@@ -220,6 +220,12 @@ def test_no_pass_drafts_past_the_tokens_a_completion_asked_for(tiny_gguf, prompt
     sizes.clear()  # `ngramdraft generate`'s loop, the same
     generate(ours, prompt, 20, ours.draft_model)
     assert sum(sizes[1:]) == 19, sizes
+    # A completion refused before it generates leaves no cap for a later generate.
+    with pytest.raises(ValueError):
+        ours.create_completion(list(prompt) * 200, max_tokens=3)
+    sizes.clear()
+    generate(ours, prompt, 40, ours.draft_model)
+    assert sum(sizes[1:]) == 39 and max(sizes[1:]) == 17, sizes
 
 
 def test_a_longer_prompt_reuses_the_model_state_and_stays_lossless(

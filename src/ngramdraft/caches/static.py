@@ -7,10 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..errors import (
-    CorruptFileError,
-    WrongFileKindError,
-)
+from ..errors import CorruptFileError, WrongFileKindError
 from ..files.atomic import atomic_output
 from ..files.ngd.header import KIND_NAMES, KIND_STATIC, NOT_NGRAMS, Header
 from ..files.ngd.reading import frozen_view, map_file, read_meta

@@ -276,7 +276,11 @@ def drafting_llama() -> type:
             bound = completion.bind(self, *args, **kwargs)
             bound.apply_defaults()
             self.__dict__["max_tokens"] = bound.arguments["max_tokens"]
-            return super().create_completion(*args, **kwargs)
+            try:
+                return super().create_completion(*args, **kwargs)
+            except BaseException:  # no generate took it: no later one may
+                self.__dict__.pop("max_tokens", None)
+                raise
 
         def generate(self, *args: Any, max_tokens: int | None = None, **kwargs: Any) -> Any:
             # max_tokens, not the host's: the most tokens the caller will take (a completion's).
