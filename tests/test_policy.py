@@ -135,25 +135,6 @@ def test_after_drafts_accepted_whole_a_long_copy_goes_out_whole():
     assert policy.length_of(32) == 0
 
 
-def test_a_copys_faded_rate_does_not_send_a_long_draft_after_a_short_one_held():
-    """After a whole draft the prior is the condition's rate over every place. That rate is
-    a ratio of decayed counts, which decay leaves as it was: after a server's edits, on an
-    open question where every draft failed, a three-token draft that held sent the next
-    draft out whole, 64 tokens on a copy's rate, and it failed at its first token. A whole
-    draft's worth of tokens at one half now outweighs the faded counts, not fresh ones."""
-    policy = CostAwareLength([1 + 0.42 * k for k in range(33)])
-    policy.start(32)
-    copying = WHOLE + 2 * IN_STEP
-    for _ in range(40):
-        _settle(policy, 32, 32, copying)  # an edit: copies hold whole
-    policy.observe(32, 32)
-    assert policy.condition == copying and policy.length_of(32) == 32  # fresh: trusted
-    for _ in range(100):
-        _settle(policy, 32, 0, REJECTED + 2 * JUMPED)  # the next text: every draft fails
-    policy.observe(3, 3)  # a short draft holds
-    assert policy.condition == copying and policy.length_of(32) < 8  # before: 19
-
-
 class _Conditions(CostAwareLength):
     """Submits whole drafts (flat costs) and records the news of each, with its condition."""
 

@@ -188,9 +188,8 @@ class CostAwareLength:
     the rules drew it from (``drafting_from``: in step, a jump, after a
     miss, a copy in step over a long run). Their ratio, after a prior worth one draft that is never
     forgotten, is the chance that token j is right given the ones before
-    (the prior: one half after a rejection; after a whole draft, the
-    condition's rate over every j, drawn toward one half by a whole draft's
-    worth of tokens; :data:`PRIOR`),
+    (the prior: one half after a rejection, the condition's rate over every
+    j after a whole draft; :data:`PRIOR`),
     and the product of those ratios the chance that the first j are (a
     Kaplan-Meier estimate). A draft of L tokens is then cut to the k <= L
     that maximizes (1 + expected accepted tokens) / pass_cost[k]: all of it
@@ -284,8 +283,7 @@ class CostAwareLength:
         c, j = self.condition, slice(1, full + 1)
         prior = PRIOR
         if self._history == WHOLE:
-            draft = self._known.shape[1] - 1  # a whole draft's tokens: what the prior weighs
-            prior = (self._right[c].sum() + PRIOR * draft) / (self._known[c].sum() + draft)
+            prior = (self._right[c].sum() + PRIOR) / (self._known[c].sum() + 1.0)
         given = (self._right[c, j] + prior) / (self._known[c, j] + 1.0)
         refused, self._refused_at = self._refused_at, -1
         if 0 <= refused < full:
@@ -367,13 +365,7 @@ class CostAwareLength:
 # model's answers lost 4-6% on open questions; pooled after a whole draft alone, the
 # suffix rules gained 4-15% on edits, quotes and a session and moved the rest by
 # under 2%, docs/policies.md; weighed as 2, 4 or 8 drafts instead of one, the same
-# or 2-4% less). That rate is a ratio of decayed counts, and decay leaves a ratio as it
-# was: a condition the text no longer reaches kept a copy's rate however faded its
-# counts, and on open questions, after a three-token draft held, a 64-token draft went
-# out on that rate and failed at its first token (the cost of 32 one-token passes, in a
-# replay over the 1.5B's answers at its engine's costs). So the rate is drawn toward one
-# half by a whole draft's worth of tokens: a copy's fresh counts outweigh that, their
-# faded trace does not (open questions 0.96x -> 0.99x in that replay, docs/policies.md).
+# or 2-4% less).
 PRIOR = 0.5
 # A token the model has refused where a draft offers it, twice since it last took it
 # there (REFUSED_TIMES, drafting/submitting.py), is this likely right at most: on a CPU, where a
