@@ -4,6 +4,7 @@ n-gram drafters, against `ngramdraft serve`, over HTTP, streamed.
     python benchmarks/servers.py [--models qwen2.5-coder-0.5b-instruct,...]
         [--workloads apply-edit,...] [--configs NAME,...] [--rounds 2] [--max-tokens N]
         [--llama-server PATH] [--smoke]
+    python benchmarks/servers.py --rescore RESULTS.json
 
 A CPU user who wants prompt-lookup speed runs one of two commands: llama.cpp's
 ``llama-server`` with a ``--spec-*`` flag, or ``ngramdraft serve``. Each
@@ -17,13 +18,20 @@ own chat template so that both servers read the same text; a session's later
 turns carry that server's own earlier answers.
 
 Per request: the time to the first streamed token (the prompt), the time
-after it (the decode), the text, and the server's own draft counters
-(``timings.draft_n`` and ``draft_n_accepted`` in a completion's last chunk,
-which both servers send). Ratios are taken within a round
-against plain ``llama-server``'s run of the same requests. Where an output
-differs from plain llama-server's, the first differing token is weighed by
-the plain model's logits there (``first_difference``, a plain
-``llama_cpp.Llama`` of the same file).
+after it (the decode), the text and its tokens (the model's tokenizer), and
+the server's own draft counters (``timings.draft_n`` and
+``draft_n_accepted`` in a completion's last chunk, which both servers send).
+Ratios are taken within a round against plain ``llama-server``'s run of the
+same requests, each configuration's decode taken at plain llama-server's
+length (its decode time per token, times plain's tokens): where an answer
+parts from plain llama-server's at a near tie it may run longer or stop
+sooner, and its time alone would count that as speed. Where an output differs, the first
+differing token is weighed by the plain model's logits there
+(``first_difference``, a plain ``llama_cpp.Llama`` of the same file).
+``--rescore`` makes an earlier run's table and divergences again, as a new
+results file (runs before 2026-12-07 17:00 neither counted the answers'
+tokens nor read the prompt's chat markers as special tokens when weighing a
+divergence).
 
 llama-server comes from ``../shared/llama-server/build.sh`` (the same
 llama.cpp and CPU flags as the llama-cpp-python wheel). ``--smoke`` runs a
@@ -180,19 +188,29 @@ class Server:
         self.log.close()
 
 
-def renderer(model):
-    """A function from chat messages to the prompt text both servers read: the model's own
-    chat template."""
+def vocabulary(model):
+    """The model's vocabulary alone: its chat template renders the prompt text both servers
+    read, its tokenizer counts an answer's tokens."""
     import llama_cpp
 
+    return llama_cpp.Llama(str(model), vocab_only=True, verbose=False)
+
+
+def prompt_tokens(vocab, text):
+    """A rendered prompt's tokens as both servers read it: its chat markers are special
+    tokens (read as plain text they are other tokens, another prompt)."""
+    return vocab.tokenize(text.encode(), add_bos=True, special=True)
+
+
+def answer(vocab, row):
+    """A request's answer as tokens: the model's tokenizer over the streamed text."""
+    return vocab.tokenize(row["text"].encode(), add_bos=False, special=False)
+
+
+def run_config(config, model, vocab, names, max_tokens, binary, log_dir, smoke):
+    """Every request of the workloads ``names`` on a fresh server of ``config``."""
     from ngramdraft.integrations.llama_cpp import chat_text
 
-    llama = llama_cpp.Llama(str(model), vocab_only=True, verbose=False)
-    return lambda messages: chat_text(llama, messages)[0]
-
-
-def run_config(config, model, render, names, max_tokens, binary, log_dir, smoke):
-    """Every request of the workloads ``names`` on a fresh server of ``config``."""
     server = Server(config, model, binary, log_dir)
     rows = []
     try:
@@ -200,9 +218,10 @@ def run_config(config, model, render, names, max_tokens, binary, log_dir, smoke)
             for s, session in enumerate(workloads.chat(name, smoke)):
                 answers = []
                 for turn in range(len(session.turns)):
-                    prompt = render(session.messages(answers))
+                    prompt = chat_text(vocab, session.messages(answers))[0]
                     limit = min(session.max_tokens, max_tokens or session.max_tokens)
                     got = server.complete(prompt, limit)
+                    got["tokens"] = len(answer(vocab, got))
                     answers.append(got["text"])
                     rows.append({"workload": name, "session": s, "turn": turn,
                                  "prompt": prompt, **got})  # fmt: skip
@@ -214,7 +233,8 @@ def run_config(config, model, render, names, max_tokens, binary, log_dir, smoke)
 
 def summarize(runs, base):
     """Per model, configuration and workload: medians and ranges over rounds of each
-    round's ratios against ``base``'s run of the same requests (plain llama-server)."""
+    round's ratios against ``base``'s run of the same requests (plain llama-server), the
+    decode taken at its length."""
     table = []
     plain = {(r["round"], r["model"]): r for r in runs if r["config"] == base}
     keys = sorted({(r["model"], r["config"]) for r in runs}, key=lambda k: (k[0], _order(k[1])))
@@ -236,8 +256,11 @@ def summarize(runs, base):
                     continue
                 theirs = [x for x in base["rows"] if x["workload"] == name]
                 b = _sums(theirs)
-                ratios["total"].append(b["total_s"] / sums["total_s"])
-                ratios["decode"].append(b["decode_s"] / sums["decode_s"])
+                # Our decode at plain llama-server's length: an answer that parts at a near tie
+                # and runs longer, or stops sooner, is not slower or faster for it.
+                decode = sums["decode_s"] * (b["tokens"] / sums["tokens"] if sums["tokens"] else 1)
+                ratios["total"].append(b["total_s"] / (sums["prompt_s"] + decode))
+                ratios["decode"].append(b["decode_s"] / decode)
                 ratios["prompt"].append(sums["prompt_s"] / b["prompt_s"])
                 same += sum(x["text"] == y["text"] for x, y in zip(ours, theirs, strict=True))
             row["workloads"][name] = {
@@ -261,7 +284,8 @@ def _of(run, name):
 
 
 def _sums(rows):
-    out = {k: sum(x[k] for x in rows) for k in ("prompt_s", "decode_s", "drafted", "accepted")}
+    keys = ("prompt_s", "decode_s", "drafted", "accepted", "tokens")
+    out = {k: sum(x[k] for x in rows) for k in keys}
     out["total_s"] = out["prompt_s"] + out["decode_s"]
     return out
 
@@ -295,11 +319,9 @@ def divergences(runs, model_paths, base):
                     n_threads_batch=engines.THREADS,
                 )
             llama = llamas[r["model"]]
-            tokens = [
-                llama.tokenize(t.encode(), add_bos=False, special=False)
-                for t in (x["prompt"], y["text"], x["text"])
-            ]
-            d = first_difference(llama, *tokens)
+            d = first_difference(
+                llama, prompt_tokens(llama, x["prompt"]), answer(llama, y), answer(llama, x)
+            )
             found.append(
                 {
                     "round": r["round"],
@@ -323,8 +345,9 @@ def markdown(result):
         f"{result['rounds']} rounds, each configuration a fresh server process per round, "
         f"interleaved; {result['threads']} threads, one slot, streamed `/v1/completions`, "
         "greedy (`temperature: 0` alone). Each cell: whole requests' speed over "
-        f"`{result['base']}` in the same round, median (range); decode alone in square brackets; "
-        "then outputs identical to its, of requests.",
+        f"`{result['base']}` in the same round, the decode taken at its answers' length (time "
+        "per token times its tokens), median (range); decode alone in square brackets; then "
+        "outputs identical to its, of requests.",
         "",
     ]
     for model in dict.fromkeys(row["model"] for row in result["table"]):
@@ -375,7 +398,33 @@ def markdown(result):
         lines.append("")
     if result.get("left_out"):
         lines += [f"Left out: {result['left_out']}", ""]
+    if result.get("rescored_from"):
+        measured = result["measured"]
+        lines += [
+            f"The answers' tokens counted afterwards: the run is `{result['rescored_from']}`, "
+            f"`{measured['command']}`; {harness.describe(measured)}.",
+            "",
+        ]
     return "\n".join(lines)
+
+
+def rescore(path, as_json):
+    """An earlier run's table and divergences made again: its answers' tokens counted, the
+    first differing token weighed after the prompt as the servers read it."""
+    result = json.loads(Path(path).read_text())
+    vocabs = {}
+    for run in result["runs"]:
+        if run["model"] not in vocabs:
+            vocabs[run["model"]] = vocabulary(engines.gguf(run["model"]))
+        for row in run["rows"]:
+            row["tokens"] = len(answer(vocabs[run["model"]], row))
+    result["table"] = summarize(result["runs"], result["base"])
+    paths = {model: engines.gguf(model) for model in vocabs}
+    result["divergences"] = divergences(result["runs"], paths, result["base"])
+    result["rescored_from"] = Path(path).name
+    result["measured"] = {k: result.pop(k, None) for k in ("command", "machine", "quiet")}
+    result.pop("benchmark"), result.pop("seconds", None)
+    harness.save("servers", result, markdown, smoke=False, as_json=as_json)
 
 
 def main():
@@ -385,7 +434,11 @@ def main():
     ap.add_argument("--configs", help=f"default all: {', '.join(CONFIGS)}")
     ap.add_argument("--max-tokens", type=int, help="cap every request's max_tokens")
     ap.add_argument("--llama-server", help=f"the binary (default {DEFAULT_LLAMA_SERVER})")
+    ap.add_argument("--rescore", type=Path, help="an earlier run's results: count its answers' "
+                    "tokens and make its table again")  # fmt: skip
     args = ap.parse_args()
+    if args.rescore:
+        return rescore(args.rescore, args.json)
     binary = llama_server_path(args.llama_server)
     configs = args.configs.split(",") if args.configs else list(CONFIGS)
     if unknown := set(configs) - set(CONFIGS):
@@ -409,10 +462,10 @@ def main():
     runs = []
     with tempfile.TemporaryDirectory() as logs:
         for model, path in paths.items():
-            render = renderer(path)
+            vocab = vocabulary(path)
             for r, config in harness.rounds(configs, args.rounds):
                 got = run_config(
-                    config, path, render, names, args.max_tokens, binary, logs, args.smoke
+                    config, path, vocab, names, args.max_tokens, binary, logs, args.smoke
                 )
                 runs.append({"round": r, "model": model, "config": config, **got})
                 total = sum(x["prompt_s"] + x["decode_s"] for x in got["rows"])

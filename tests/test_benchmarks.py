@@ -386,3 +386,59 @@ def test_the_decode_clock_times_llama_decode_in_the_hosts_loop_and_ngramdrafts(t
             wall = time.perf_counter() - t0
         assert 0 < clock.seconds <= wall
     assert llama_cpp.llama_decode is inner and llama_cpp.llama_cpp.llama_decode is inner
+
+
+def _served(config, rnd, prompt, text, tokens, prompt_s, decode_s):
+    row = {"workload": "w", "session": 0, "turn": 0, "prompt": prompt, "text": text,
+           "tokens": tokens, "prompt_s": prompt_s, "decode_s": decode_s, "drafted": 0,
+           "accepted": 0}  # fmt: skip
+    return {"round": rnd, "model": "m", "config": config, "load_s": 1.0, "rows": [row]}
+
+
+def test_servers_takes_a_decode_at_plain_llama_servers_length():
+    """An answer that parts at a near tie and stops at half the length is not twice as
+    fast: its decode is taken at plain llama-server's length (before, its time alone:
+    2.0x here, and a 1.5B's quotes 1.23x where like for like they were 1.06x)."""
+    import servers
+
+    runs = [
+        _served(servers.PLAIN, 0, "p", "a b c d", 200, 1.0, 10.0),
+        _served("ngramdraft serve", 0, "p", "a b", 100, 1.0, 5.0),
+    ]
+    (_, ours) = servers.summarize(runs, servers.PLAIN)
+    w = ours["workloads"]["w"]
+    assert w["decode"]["median"] == 1.0 and w["total"]["median"] == 1.0
+    runs[1]["rows"][0]["decode_s"] = 2.5  # twice as fast a token
+    (_, ours) = servers.summarize(runs, servers.PLAIN)
+    assert ours["workloads"]["w"]["decode"]["median"] == 2.0
+
+
+@pytest.mark.engine
+def test_servers_weighs_a_divergence_after_the_prompt_as_the_servers_read_it(smollm):
+    """The prompt's chat markers are special tokens: read as plain text they made another
+    prompt, and a near tie (0.25 logits) was reported 2.4 logits apart."""
+    pytest.importorskip("llama_cpp")
+    import servers
+    from ngramdraft.integrations.llama_cpp import plain_llama
+    from ngramdraft.integrations.llama_cpp_decode import decoder_of
+    from ngramdraft.integrations.llama_cpp_measure import generate
+
+    llama = plain_llama(smollm, n_ctx=512, flash_attn=True)
+    prompt = "<|im_start|>user\nName three colours, one a line.<|im_end|>\n<|im_start|>assistant\n"
+    tokens = servers.prompt_tokens(llama, prompt)
+    plain = generate(llama, tokens, 12).tokens
+    text = llama.detokenize(plain).decode()
+    plain = servers.answer(llama, {"text": text})
+    llama.reset()
+    row = decoder_of(llama).prompt(tokens + plain[:4])[0]  # the plain model's logits at 4
+    best, runner_up = np.argsort(row)[-2:][::-1]
+    assert best == plain[4]
+    other = llama.detokenize([*plain[:4], int(runner_up)]).decode()
+    runs = [
+        _served(servers.PLAIN, 0, prompt, text, len(plain), 1.0, 1.0),
+        _served("ngramdraft serve", 0, prompt, other, 5, 1.0, 1.0),
+    ]
+    (found,) = servers.divergences(runs, {"m": smollm}, servers.PLAIN)
+    assert found["position"] == 4
+    assert found["margin"] == pytest.approx(found["top_gap"], abs=1e-4)
+    assert found["margin"] == pytest.approx(float(row[best] - row[runner_up]), abs=0.05)

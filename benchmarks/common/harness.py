@@ -290,14 +290,15 @@ def save(
     header = f"`{result['command']}`"
     if "seconds" in result:
         header += f" ({result['seconds']:.0f} s)"
-    text = text.rstrip("\n") + f"\n\n{header}; {_describe(result)}\n"
+    text = text.rstrip("\n") + f"\n\n{header}; {describe(result)}\n"
     stem.with_suffix(".md").write_text(text)
     print(json.dumps(result, indent=1) if as_json else text)
     print(f"results: {stem}.{{json,md}}", file=sys.stderr)
     return stem
 
 
-def _describe(result: dict[str, Any]) -> str:
+def describe(result: dict[str, Any]) -> str:
+    """The machine, the versions and how quiet the run was, in a line."""
     m = result["machine"]
     versions = ", ".join(
         f"{k} {m[k]}" for k in ("python", "numpy", "numba", "llama_cpp", "torch", "vllm") if k in m
@@ -305,7 +306,7 @@ def _describe(result: dict[str, Any]) -> str:
     text = f"{m['cpu']}, {m['cores']} cores, {m['memory_gib']} GiB; {versions}"
     if "ngramdraft" in m:
         text = f"ngramdraft {m['ngramdraft']}; {text}"
-    if "quiet" in result:
+    if result.get("quiet"):
         q = result["quiet"]
         text += (
             f"; load average {q['load_average_start']} -> {q['load_average_end']}, "
