@@ -258,7 +258,8 @@ def summarize(runs, base):
                 b = _sums(theirs)
                 # Our decode at plain llama-server's length: an answer that parts at a near tie
                 # and runs longer, or stops sooner, is not slower or faster for it.
-                decode = sums["decode_s"] * (b["tokens"] / sums["tokens"] if sums["tokens"] else 1)
+                longer = b["tokens"] / sums["tokens"] if b["tokens"] and sums["tokens"] else 1
+                decode = sums["decode_s"] * longer
                 ratios["total"].append(b["total_s"] / (sums["prompt_s"] + decode))
                 ratios["decode"].append(b["decode_s"] / decode)
                 ratios["prompt"].append(sums["prompt_s"] / b["prompt_s"])
@@ -412,18 +413,18 @@ def rescore(path, as_json):
     """An earlier run's table and divergences made again: its answers' tokens counted, the
     first differing token weighed after the prompt as the servers read it."""
     result = json.loads(Path(path).read_text())
-    vocabs = {}
+    paths = {run["model"]: engines.gguf(run["model"]) for run in result["runs"]}
+    vocabs = {model: vocabulary(p) for model, p in paths.items()}
     for run in result["runs"]:
-        if run["model"] not in vocabs:
-            vocabs[run["model"]] = vocabulary(engines.gguf(run["model"]))
         for row in run["rows"]:
             row["tokens"] = len(answer(vocabs[run["model"]], row))
     result["table"] = summarize(result["runs"], result["base"])
-    paths = {model: engines.gguf(model) for model in vocabs}
     result["divergences"] = divergences(result["runs"], paths, result["base"])
     result["rescored_from"] = Path(path).name
+    # save() gives the new file this command and machine; the run's own are kept apart.
     result["measured"] = {k: result.pop(k, None) for k in ("command", "machine", "quiet")}
-    result.pop("benchmark"), result.pop("seconds", None)
+    for key in ("benchmark", "seconds"):
+        result.pop(key, None)
     harness.save("servers", result, markdown, smoke=False, as_json=as_json)
 
 
