@@ -168,18 +168,12 @@ def recorded(results, smoke):
 def served(results):
     """{workload: [(prompt, output)]}: plain llama-server's requests and answers in one round
     of a servers run (its first model), tokenized as the server tokenized them."""
-    import llama_cpp
-
     run = next(r for r in results["runs"] if r["config"] == "llama-server")
-    vocab = llama_cpp.Llama(str(engines.gguf(run["model"])), vocab_only=True, verbose=False)
-
-    def tokens(text, special):
-        return list(vocab.tokenize(text.encode("utf-8"), add_bos=special, special=special))
-
+    vocab = engines.vocabulary(engines.gguf(run["model"]))
     out = {}
     for row in run["rows"]:
         out.setdefault(row["workload"], []).append(
-            (tokens(row["prompt"], True), tokens(row["text"], False))
+            (engines.prompt_tokens(vocab, row["prompt"]), engines.answer_tokens(vocab, row["text"]))
         )
     return out
 

@@ -188,25 +188,6 @@ class Server:
         self.log.close()
 
 
-def vocabulary(model):
-    """The model's vocabulary alone: its chat template renders the prompt text both servers
-    read, its tokenizer counts an answer's tokens."""
-    import llama_cpp
-
-    return llama_cpp.Llama(str(model), vocab_only=True, verbose=False)
-
-
-def prompt_tokens(vocab, text):
-    """A rendered prompt's tokens as both servers read it: its chat markers are special
-    tokens (read as plain text they are other tokens, another prompt)."""
-    return vocab.tokenize(text.encode(), add_bos=True, special=True)
-
-
-def answer(vocab, row):
-    """A request's answer as tokens: the model's tokenizer over the streamed text."""
-    return vocab.tokenize(row["text"].encode(), add_bos=False, special=False)
-
-
 def run_config(config, model, vocab, names, max_tokens, binary, log_dir, smoke):
     """Every request of the workloads ``names`` on a fresh server of ``config``."""
     from ngramdraft.integrations.llama_cpp import chat_text
@@ -221,7 +202,7 @@ def run_config(config, model, vocab, names, max_tokens, binary, log_dir, smoke):
                     prompt = chat_text(vocab, session.messages(answers))[0]
                     limit = min(session.max_tokens, max_tokens or session.max_tokens)
                     got = server.complete(prompt, limit)
-                    got["tokens"] = len(answer(vocab, got))
+                    got["tokens"] = len(engines.answer_tokens(vocab, got["text"]))
                     answers.append(got["text"])
                     rows.append({"workload": name, "session": s, "turn": turn,
                                  "prompt": prompt, **got})  # fmt: skip
@@ -320,9 +301,9 @@ def divergences(runs, model_paths, base):
                     n_threads_batch=engines.THREADS,
                 )
             llama = llamas[r["model"]]
-            d = first_difference(
-                llama, prompt_tokens(llama, x["prompt"]), answer(llama, y), answer(llama, x)
-            )
+            prompt = engines.prompt_tokens(llama, x["prompt"])
+            plain_answer, ours = (engines.answer_tokens(llama, z["text"]) for z in (y, x))
+            d = first_difference(llama, prompt, plain_answer, ours)
             found.append(
                 {
                     "round": r["round"],
@@ -414,10 +395,10 @@ def rescore(path, as_json):
     first differing token weighed after the prompt as the servers read it."""
     result = json.loads(Path(path).read_text())
     paths = {run["model"]: engines.gguf(run["model"]) for run in result["runs"]}
-    vocabs = {model: vocabulary(p) for model, p in paths.items()}
+    vocabs = {model: engines.vocabulary(p) for model, p in paths.items()}
     for run in result["runs"]:
         for row in run["rows"]:
-            row["tokens"] = len(answer(vocabs[run["model"]], row))
+            row["tokens"] = len(engines.answer_tokens(vocabs[run["model"]], row["text"]))
     result["table"] = summarize(result["runs"], result["base"])
     result["divergences"] = divergences(result["runs"], paths, result["base"])
     result["rescored_from"] = Path(path).name
@@ -463,7 +444,7 @@ def main():
     runs = []
     with tempfile.TemporaryDirectory() as logs:
         for model, path in paths.items():
-            vocab = vocabulary(path)
+            vocab = engines.vocabulary(path)
             for r, config in harness.rounds(configs, args.rounds):
                 got = run_config(
                     config, path, vocab, names, args.max_tokens, binary, logs, args.smoke

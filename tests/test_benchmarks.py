@@ -419,16 +419,17 @@ def test_servers_weighs_a_divergence_after_the_prompt_as_the_servers_read_it(smo
     prompt, and a near tie (0.25 logits) was reported 2.4 logits apart."""
     pytest.importorskip("llama_cpp")
     import servers
+    from common import engines
     from ngramdraft.integrations.llama_cpp import plain_llama
     from ngramdraft.integrations.llama_cpp_decode import decoder_of
     from ngramdraft.integrations.llama_cpp_measure import generate
 
     llama = plain_llama(smollm, n_ctx=512, flash_attn=True)
     prompt = "<|im_start|>user\nName three colours, one a line.<|im_end|>\n<|im_start|>assistant\n"
-    tokens = servers.prompt_tokens(llama, prompt)
+    tokens = engines.prompt_tokens(llama, prompt)
     plain = generate(llama, tokens, 12).tokens
     text = llama.detokenize(plain).decode()
-    plain = servers.answer(llama, {"text": text})
+    plain = engines.answer_tokens(llama, text)
     llama.reset()
     row = decoder_of(llama).prompt(tokens + plain[:4])[0]  # the plain model's logits at 4
     best, runner_up = np.argsort(row)[-2:][::-1]

@@ -112,6 +112,25 @@ def smoke_gguf() -> Path:
     return path
 
 
+def vocabulary(model: Path) -> Any:
+    """A GGUF model's vocabulary alone (``llama_cpp.Llama(vocab_only=True)``): its chat
+    template renders the prompts the servers read, its tokenizer reads their answers."""
+    import llama_cpp
+
+    return llama_cpp.Llama(str(model), vocab_only=True, verbose=False)
+
+
+def prompt_tokens(vocab: Any, text: str) -> list[int]:
+    """A rendered prompt's tokens as a server reads it: its chat markers are special tokens
+    (read as plain text they are other tokens, another prompt)."""
+    return list(vocab.tokenize(text.encode(), add_bos=True, special=True))
+
+
+def answer_tokens(vocab: Any, text: str) -> list[int]:
+    """An answer's tokens: the model's tokenizer over the streamed text."""
+    return list(vocab.tokenize(text.encode(), add_bos=False, special=False))
+
+
 def hf_folder(name: str) -> Path:
     """The Hugging Face folder of a GGUF model, as transformers reads and writes it (float32).
 
