@@ -3,7 +3,7 @@
     python benchmarks/ab.py --before ../base/src --after src [--rounds 5] [--smoke]
         [--probes replay,drafter,batch,batch-few,vllm-few,finish,load,suffix-corpus,suffix-long,
                   suffix-batch,suffix-sync,suffix-replay,suffix-start,suffix-rebase,suffix-evict,suffix-edit,
-                  llama-load,decode-apply-edit,decode-quotes,decode-session,
+                  llama-load,llama-text,decode-apply-edit,decode-quotes,decode-session,
                   decode-open,decode-records]
 
 Each round runs every (variant, probe) pair in a process of its own, the
@@ -58,6 +58,10 @@ checkouts must have:
   the model loaded once untimed before (the file in the page cache). A
   checkout that keeps the timings (``ngramdraft.files.passtimes``) reads
   them here: the untimed first run kept them.
+* ``llama-text``: the same model and drafter answering the first open
+  question with 300 tokens through the host's ``create_completion`` (as
+  ``ngramdraft serve`` answers), which asks for its text after every token:
+  ms spent in ``Llama.detokenize`` over the answer;
 * ``decode-WORKLOAD``: that model and drafter answering one of
   ``real_model.py``'s workloads (apply-edit, quotes, session, open,
   records; its sessions in order, greedy, through the chat template):
@@ -102,11 +106,12 @@ PROBES = {
     "suffix-evict": None,
     "suffix-edit": None,
     "llama-load": None,
+    "llama-text": None,
     **{f"decode-{w}": None for w in workloads.CHATS},
 }
 # A smoke run's probes, short ones; the test suite runs the load and a decode apart (they need
 # an engine).
-SMOKE_PROBES = "drafter,suffix-batch,llama-load,decode-apply-edit"
+SMOKE_PROBES = "drafter,suffix-batch,llama-load,llama-text,decode-apply-edit"
 LONG_PROMPT = 1 << 16
 MEMORY = 1 << 20
 BATCH = 256
@@ -119,6 +124,8 @@ def probe(name, corpus_path, tokens_path, quick):
 
     if name == "llama-load":
         return _load_seconds(quick)
+    if name == "llama-text":
+        return _completion_text_ms(quick)
     if name.startswith("decode-"):
         return _decode_seconds(name.removeprefix("decode-"), quick)
     if name == "vllm-few":
@@ -175,6 +182,26 @@ def _load_seconds(smoke):
     t0 = time.perf_counter()
     engine.load("suffix")
     return time.perf_counter() - t0
+
+
+def _completion_text_ms(smoke):
+    """ms in ``Llama.detokenize`` while ``create_completion`` answers the first open question
+    with real_model's "suffix" drafter, up to 300 tokens."""
+    from ngramdraft.integrations.llama_cpp import chat_text
+
+    llama = engines.LlamaCpp(_model(smoke)).load("suffix").llama
+    prompt = chat_text(llama, workloads.chat("open", smoke)[0].messages([]))[0]
+    detokenize, spent = llama.detokenize, []
+
+    def timed(*args, **kwargs):
+        t0 = time.perf_counter()
+        text = detokenize(*args, **kwargs)
+        spent.append(time.perf_counter() - t0)
+        return text
+
+    llama.detokenize = timed  # the instance's, before the class's: the host calls this one
+    llama.create_completion(prompt, max_tokens=300, temperature=0.0)
+    return 1000 * sum(spent)
 
 
 def _decode_seconds(workload, smoke):
@@ -371,6 +398,7 @@ UNITS = {
     "suffix-evict": "ms, the slowest draft()+accept()",
     "suffix-edit": "us per output token",
     "llama-load": "s, load_llama with a policy that learns pass costs",
+    "llama-text": "ms in Llama.detokenize over a 300-token completion",
     **{f"decode-{w}": f"s of decode, the suffix rules answering {w}" for w in workloads.CHATS},
 }
 

@@ -37,7 +37,7 @@ PUBLIC = {
 PUBLIC_NAMES = {"ngramdraft.tokenizers": {"load_tokenizer"}, "ngramdraft.cli": {"main"}}
 # The smoke runs that need an engine or a cluster, and what they need.
 NEEDS = {
-    "ab.py --probes llama-load,decode-apply-edit": ("engine", ("llama_cpp",)),
+    "ab.py --probes llama-load,llama-text,decode-apply-edit": ("engine", ("llama_cpp",)),
     "e2e.py": ("engine", ("llama_cpp", "gguf")),
     "real_model.py": ("engine", ("llama_cpp",)),
     "quality.py": ("engine", ("llama_cpp",)),
@@ -81,7 +81,10 @@ def test_no_benchmark_imports_another(name):
 
 # ab.py's smoke run in two: its drafting probes need no engine, so the fast loop runs them.
 SPLIT = {
-    "ab.py": ("ab.py --probes drafter,suffix-batch", "ab.py --probes llama-load,decode-apply-edit"),
+    "ab.py": (
+        "ab.py --probes drafter,suffix-batch",
+        "ab.py --probes llama-load,llama-text,decode-apply-edit",
+    ),
     "startup.py": ("startup.py", "startup.py --first"),
 }
 SMOKES = [

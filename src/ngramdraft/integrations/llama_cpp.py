@@ -41,6 +41,7 @@ from ..validation import check_int
 from . import llama_cpp_host as host
 from .core import DraftStep, engine_drafter
 from .llama_cpp_decode import decoder_of, speculative_generate
+from .llama_cpp_detokenize import Detokenizer
 
 # Positions before the passes timed at load: a short prompt, as a 512-token one
 # takes longer on a CPU than all the passes after it (4.5 s against 3 s for a
@@ -247,7 +248,10 @@ def drafting_llama() -> type:
     position's logits, for logprobs, gets them from the host's own loop), or
     a recurrent model (whose state cannot roll a draft back), it is the
     host's. The draft model is never handed to the host's constructor, which
-    would keep every position's logits for it.
+    would keep every position's logits for it. ``detokenize`` gives the host's
+    text, and the host's completion loop, which asks for its whole completion's
+    text after every token, pays only for the new tokens
+    (:mod:`~ngramdraft.integrations.llama_cpp_detokenize`).
     """
     llama_cpp = _llama_cpp()
     host_generate = llama_cpp.Llama.generate
@@ -281,6 +285,15 @@ def drafting_llama() -> type:
             except BaseException:  # no generate took it: no later one may
                 self.__dict__.pop("max_tokens", None)
                 raise
+
+        def detokenize(self, tokens: Any, prev_tokens: Any = None, special: bool = False) -> bytes:
+            # The host's completion loop detokenizes its whole completion after every token:
+            # the text of what it already had is kept (llama_cpp_detokenize.py).
+            if not host.own_tokenizer(self):
+                return super().detokenize(tokens, prev_tokens=prev_tokens, special=special)
+            if "detokenizer" not in self.__dict__:  # as generations: see generate
+                self.__dict__["detokenizer"] = Detokenizer()
+            return self.__dict__["detokenizer"](host.vocab(self), tokens, special)
 
         def generate(self, *args: Any, max_tokens: int | None = None, **kwargs: Any) -> Any:
             # max_tokens, not the host's: the most tokens the caller will take (a completion's).

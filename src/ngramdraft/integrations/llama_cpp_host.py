@@ -66,6 +66,12 @@ def vocab(llama: Any) -> Any:
     return llama._model
 
 
+def own_tokenizer(llama: Any) -> bool:
+    """Whether ``llama`` detokenizes with the host's own tokenizer (llama.cpp's vocabulary),
+    not one given to it (a Hugging Face tokenizer, which reads ``prev_tokens``)."""
+    return type(llama.tokenizer_) is _host().llama_tokenizer.LlamaTokenizer
+
+
 def is_end(llama: Any, token: int) -> bool:
     """Whether ``token`` ends a generation (an end-of-generation token of the vocabulary)."""
     return bool(_host().llama_vocab_is_eog(llama._model.vocab, token))
