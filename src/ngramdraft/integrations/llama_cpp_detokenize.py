@@ -35,13 +35,14 @@ class Detokenizer:
     def __call__(self, model: Any, tokens: Any, special: bool) -> bytes:
         """The host's ``model.detokenize(tokens, special=special)`` (``model``: its
         ``LlamaModel``), its text for the tokens that extend the last long list alone."""
-        if not isinstance(tokens, list) or len(tokens) < SHORT or tokens[0] == model.token_bos():
+        short = not isinstance(tokens, list) or len(tokens) < SHORT
+        if short or tokens[0] == (bos := model.token_bos()):
             return model.detokenize(tokens, special=special)
         kept, text, kept_special = self._kept
         n = len(kept)
         if special != kept_special or len(tokens) < n or tokens[:n] != kept:
             n = 0
-        elif n < len(tokens) and tokens[n] == model.token_bos():
+        elif n < len(tokens) and tokens[n] == bos:
             n = 0  # the host would drop a space that begins the new tokens' text
         text = (text if n else b"") + model.detokenize(tokens[n:], special=special)
         self._kept = (list(tokens), text, special)
