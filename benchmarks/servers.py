@@ -3,7 +3,7 @@ n-gram drafters, against `ngramdraft serve`, over HTTP, streamed.
 
     python benchmarks/servers.py [--models qwen2.5-coder-0.5b-instruct,...]
         [--workloads apply-edit,...] [--configs NAME,...] [--rounds 2] [--max-tokens N]
-        [--llama-server PATH] [--smoke]
+        [--llama-server PATH] [--before OTHER/src] [--smoke]
     python benchmarks/servers.py --rescore RESULTS.json
 
 A CPU user who wants prompt-lookup speed runs one of two commands: llama.cpp's
@@ -28,6 +28,9 @@ parts from plain llama-server's at a near tie it may run longer or stop
 sooner, and its time alone would count that as speed. Where an output differs, the first
 differing token is weighed by the plain model's logits there
 (``first_difference``, a plain ``llama_cpp.Llama`` of the same file).
+``--before OTHER/src`` adds ``ngramdraft serve (before)``: the same command
+run from another checkout's ``src``, interleaved with this one's, so that a
+change to ``serve`` is judged against the code before it in one run.
 ``--rescore`` makes an earlier run's table and divergences again, as a new
 results file (runs before 2026-12-07 17:00 neither counted the answers'
 tokens nor read the prompt's chat markers as special tokens when weighing a
@@ -77,9 +80,12 @@ CONFIGS = {
     "ngramdraft serve --n-draft 32": ("ngramdraft", ["--n-draft", "32"]),
     "ngramdraft serve --rules llamacpp": ("ngramdraft", ["--rules", "llamacpp"]),
     "ngramdraft serve -fa on": ("ngramdraft", ["-fa", "on"]),
+    # `ngramdraft serve` from the checkout --before names (PYTHONPATH), beside this one's.
+    "ngramdraft serve (before)": ("ngramdraft", []),
 }
+BEFORE = "ngramdraft serve (before)"
 SMOKE_CONFIGS = (PLAIN, "llama-server --spec-default", "ngramdraft serve --no-draft",
-                 "ngramdraft serve")  # fmt: skip
+                 "ngramdraft serve", BEFORE)  # fmt: skip
 MODELS = "qwen2.5-coder-0.5b-instruct"
 START_TIMEOUT = 600  # seconds a server may take to load (a first load compiles kernels)
 
@@ -98,7 +104,7 @@ def _free_port():
 class Server:
     """One configuration's server process on a free loopback port, until stopped."""
 
-    def __init__(self, config, model, binary, log_dir):
+    def __init__(self, config, model, binary, log_dir, before=None):
         kind, extra = CONFIGS[config]
         self.port = _free_port()
         common = ["--host", "127.0.0.1", "--port", str(self.port), "-c", str(engines.N_CTX)]
@@ -112,7 +118,8 @@ class Server:
                        *common, *extra]  # fmt: skip
         self.log = open(Path(log_dir) / f"{config.replace(' ', '_')}.log", "w+b")  # noqa: SIM115
         t0 = time.perf_counter()
-        self.proc = subprocess.Popen(command, stdout=self.log, stderr=subprocess.STDOUT)
+        env = None if config != BEFORE else {**os.environ, "PYTHONPATH": str(before)}
+        self.proc = subprocess.Popen(command, stdout=self.log, stderr=subprocess.STDOUT, env=env)
         self._wait()
         self.load_s = time.perf_counter() - t0
 
@@ -188,11 +195,12 @@ class Server:
         self.log.close()
 
 
-def run_config(config, model, vocab, names, max_tokens, binary, log_dir, smoke):
-    """Every request of the workloads ``names`` on a fresh server of ``config``."""
+def run_config(config, model, vocab, names, max_tokens, binary, log_dir, smoke, before=None):
+    """Every request of the workloads ``names`` on a fresh server of ``config`` (BEFORE's
+    from the checkout ``before``)."""
     from ngramdraft.integrations.llama_cpp import chat_text
 
-    server = Server(config, model, binary, log_dir)
+    server = Server(config, model, binary, log_dir, before)
     rows = []
     try:
         for name in names:
@@ -413,18 +421,27 @@ def main():
     ap = harness.parser(__doc__.splitlines()[0], rounds=2)
     ap.add_argument("--models", help=f"model names or GGUF paths (default {MODELS})")
     ap.add_argument("--workloads", help=f"default {','.join(workloads.CHATS)}")
-    ap.add_argument("--configs", help=f"default all: {', '.join(CONFIGS)}")
+    ap.add_argument("--configs", help=f"default all but {BEFORE!r}: {', '.join(CONFIGS)}")
     ap.add_argument("--max-tokens", type=int, help="cap every request's max_tokens")
     ap.add_argument("--llama-server", help=f"the binary (default {DEFAULT_LLAMA_SERVER})")
+    ap.add_argument("--before", type=Path, help=f"another checkout's src: its serve runs "
+                    f"beside this one's, as {BEFORE!r}")  # fmt: skip
     ap.add_argument("--rescore", type=Path, help="an earlier run's results: count its answers' "
                     "tokens and make its table again")  # fmt: skip
     args = ap.parse_args()
     if args.rescore:
         return rescore(args.rescore, args.json)
     binary = llama_server_path(args.llama_server)
-    configs = args.configs.split(",") if args.configs else list(CONFIGS)
+    configs = args.configs.split(",") if args.configs else [c for c in CONFIGS if c != BEFORE]
     if unknown := set(configs) - set(CONFIGS):
         ap.error(f"no configurations {sorted(unknown)}: {', '.join(CONFIGS)}")
+    if args.before:
+        if not (args.before / "ngramdraft" / "__init__.py").is_file():
+            ap.error(f"--before {args.before}: no ngramdraft package there (give a src folder)")
+        args.before = args.before.resolve()
+        configs += [BEFORE] if BEFORE not in configs else []
+    elif BEFORE in configs:
+        ap.error(f"{BEFORE!r} runs the checkout --before names: give --before OTHER/src")
     left_out = None
     if args.smoke:
         args.rounds, args.max_tokens = 1, args.max_tokens or 16
@@ -446,9 +463,8 @@ def main():
         for model, path in paths.items():
             vocab = engines.vocabulary(path)
             for r, config in harness.rounds(configs, args.rounds):
-                got = run_config(
-                    config, path, vocab, names, args.max_tokens, binary, logs, args.smoke
-                )
+                got = run_config(config, path, vocab, names, args.max_tokens, binary, logs,
+                                 args.smoke, args.before)  # fmt: skip
                 runs.append({"round": r, "model": model, "config": config, **got})
                 total = sum(x["prompt_s"] + x["decode_s"] for x in got["rows"])
                 print(f"round {r + 1}/{args.rounds} {model} {config:<36} {total:7.1f} s",
@@ -459,6 +475,7 @@ def main():
         "n_ctx": engines.N_CTX,
         "max_tokens": args.max_tokens,
         "llama_server": None if binary is None else str(binary),
+        "before": None if args.before is None else str(args.before),
         "base": base,
         "table": summarize(runs, base),
         "divergences": divergences(runs, paths, base),

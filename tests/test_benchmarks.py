@@ -41,7 +41,7 @@ NEEDS = {
     "e2e.py": ("engine", ("llama_cpp", "gguf")),
     "real_model.py": ("engine", ("llama_cpp",)),
     "quality.py": ("engine", ("llama_cpp",)),
-    "servers.py": ("engine", ("llama_cpp", "gguf", "fastapi")),
+    "servers.py --before src": ("engine", ("llama_cpp", "gguf", "fastapi")),
     "cluster_build.py": ("cluster", ("distributed",)),
     "startup.py --first": ("slow", ()),  # compiles every kernel in a new cache: minutes
 }
@@ -86,6 +86,7 @@ SPLIT = {
         "ab.py --probes llama-load,llama-text,decode-apply-edit",
     ),
     "startup.py": ("startup.py", "startup.py --first"),
+    "servers.py": ("servers.py --before src",),  # serve beside itself: the A/B's path runs
 }
 SMOKES = [
     pytest.param(n, marks=getattr(pytest.mark, NEEDS[n][0])) if n in NEEDS else n
