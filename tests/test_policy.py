@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from ngramdraft import AdaptiveLength, CostAwareLength, Drafter, InvalidParameterError
+from ngramdraft.build.suffixes import build_suffix_corpus
 from ngramdraft.drafting.policy import IN_STEP, JUMPED, LONG_RUN, MISSED, REJECTED, WHOLE
 from ngramdraft.rulesets.suffix.drafter import PROVEN_RUN
 
@@ -206,6 +207,77 @@ def test_a_copy_whose_source_agreed_on_a_long_run_drafts_as_long_run():
     origins = drafter._policy.origins
     assert origins[0] == JUMPED and set(origins[1:PROVEN_RUN]) == {IN_STEP}
     assert set(origins[PROVEN_RUN:]) == {LONG_RUN}
+
+
+class _Agreed(CostAwareLength):
+    """Records how long each copy's source was said to have agreed."""
+
+    def copy_agreed(self, tokens):
+        super().copy_agreed(tokens)
+        self.agreed = [*getattr(self, "agreed", []), tokens]
+
+
+def test_the_suffix_rules_tell_a_policy_how_long_a_copys_source_has_agreed():
+    run = list(range(100, 140))
+    drafter = Drafter(rules="suffix", n_draft=4, policy=_Agreed([1.0] * 5))
+    drafter.start([*run, 7, *run[:4]])  # the run again: a jump to its start
+    for i in range(4, 12):
+        drafter.draft()
+        drafter.accept([run[i]])
+    drafter.draft()
+    drafter.accept([99])  # the copy misses: agreement is counted since the source was set
+    drafter.draft()
+    assert drafter._policy.agreed == [0, 1, 2, 3, 4, 5, 6, 7, 8, 8]
+
+
+def test_a_corpus_continuation_is_not_told_as_a_copy(tmp_path):
+    corpus = build_suffix_corpus([5, 6, 7, 8, 9] * 20, tmp_path / "c.ngd")
+    drafter = Drafter(rules="suffix", static=corpus, n_draft=4, policy=_Agreed([1.0] * 5))
+    drafter.start([1, 2, 5, 6])  # nothing to copy in the sequence: the corpus drafts
+    assert drafter.draft().tolist() == [7, 8, 9, 5]
+    assert getattr(drafter._policy, "agreed", []) == []
+
+
+def test_a_copy_is_trusted_for_about_as_long_again_as_it_has_held():
+    """A session's first answer on the 0.5B copied runs of 5 to 30 tokens from its file:
+    after three tokens of a fresh copy held, a policy that had learned on an edit's long
+    copies submitted 63 more, which failed at their 5th to 8th (docs/policies.md). Past
+    twice what the source has agreed on, a copy's tokens are priced as unlikely: cut
+    there where a longer pass costs more, whole where passes cost alike."""
+    cpu = [1 + 0.4 * k for k in range(65)]
+    for costs, short, long in ((cpu, 8, 64), ([1.0] * 65, 64, 64)):
+        policy = CostAwareLength(costs)
+        policy.start(64)
+        for _ in range(60):
+            _settle(policy, 64, 64, WHOLE)  # copies that held
+        policy.observe(3, 3)
+        assert policy.length_of(64) == 64
+        policy.copy_agreed(4)
+        assert policy.length_of(64) == short
+        policy.copy_agreed(0)  # a match just found: TRUSTED_LEAST
+        assert policy.length_of(64) == min(short, 4 if costs is cpu else 64)
+        policy.copy_agreed(40)
+        assert policy.length_of(64) == long
+        assert policy.length_of(64) == 64  # told for one draft alone
+    with pytest.raises(InvalidParameterError, match="tokens"):
+        policy.copy_agreed(-1)
+
+
+def test_a_short_copy_after_long_ones_goes_out_short_on_a_cpu():
+    """Through the drafter: a copy that ran whole teaches the policy to trust copies; the
+    next one, a few tokens into a fresh source, goes out twice that long, not 54."""
+    cpu = CostAwareLength([1 + 0.4 * k for k in range(65)])
+    drafter = Drafter(rules="suffix", n_draft=64, policy=cpu)
+    passage = list(range(1000, 1300))
+    drafter.start([*passage, 7, *passage[:2]])
+    _write(drafter, passage[2:])  # a long copy, drafted and accepted whole
+    drafter.finish()
+    fresh = list(range(2000, 2100))
+    drafter.start([*fresh, 7, *fresh[:2]])
+    jump = drafter.draft().tolist()  # a fresh match: TRUSTED_LEAST at most
+    assert 0 < len(jump) <= 4
+    drafter.accept([*jump, fresh[2 + len(jump)]])  # accepted whole, and the model's token
+    assert 0 < len(drafter.draft()) <= 2 * (len(jump) + 1)  # before: 54
 
 
 def test_llama_cpps_rules_draft_in_step_for_a_policy():

@@ -199,10 +199,13 @@ class Drafter:
 
     # What the rule sets' drafters call where they have a policy (drafting/submitting.py).
 
-    def _submitted(self, policy: Policy, full: np.ndarray, origin: int = IN_STEP) -> np.ndarray:
+    def _submitted(
+        self, policy: Policy, full: np.ndarray, origin: int = IN_STEP, agreed: int = -1
+    ) -> np.ndarray:
         """The part of a whole draft the policy submits; ``origin``: where the rules drew it
-        from (HearsOrigin)."""
-        return cast(Submitting, self._submitting).cut(full, origin, self._held, self._n)
+        from (HearsOrigin); ``agreed``: the tokens its source has agreed on, if it is a
+        copy (HearsAgreement; -1: not a copy)."""
+        return cast(Submitting, self._submitting).cut(full, origin, self._held, self._n, agreed)
 
     def _append_observed(self, policy: Policy, new: np.ndarray) -> None:
         """_append, telling the policy what became of its drafts."""

@@ -26,6 +26,11 @@ The protocol, :class:`Policy` (a Drafter keeps its own copy of the policy):
   that a draft's first token failed, not only after its last one proved
   right.
 
+Optional protocols tell a policy more before each draft is cut:
+``HearsOrigin`` where the rules drew it from, ``HearsRefusals`` where it
+offers a token the model has refused there before, ``HearsAgreement`` how
+long a copy's source has agreed with the sequence.
+
 ``AdaptiveLength``: the length grows by 2 after a draft accepted whole and
 shrinks by 1 after any rejection (transformers' heuristic for assistant
 models), between ``n_min`` and the drafter's ``n_draft``; and drafting
@@ -72,6 +77,12 @@ class Policy(Protocol):
 class Learns(Protocol):
     """A policy that also learns from whole drafts, submitted or not."""
 
+    def copy_agreed(self, tokens: int) -> None:
+        """The next draft copies a source that has agreed with the sequence on ``tokens``
+        tokens so far: its tokens past max(TRUSTED_LEAST, TRUSTED_TIMES * tokens) are
+        priced at UNPROVEN_CHANCE of being right, at most, for that draft alone."""
+        self._agreed = check_int(tokens, "tokens", 0)
+
     @property
     def condition(self) -> int: ...
 
@@ -92,6 +103,15 @@ class HearsRefusals(Protocol):
     ``index``, 0-based (not told where the draft offers none)."""
 
     def refused_at(self, index: int) -> None: ...
+
+
+@runtime_checkable
+class HearsAgreement(Protocol):
+    """A policy told, before a draft is cut, that it copies a source which has agreed with
+    the sequence on ``tokens`` tokens so far (0: a match just found); not told of drafts
+    that copy nothing (llama.cpp's rules, a corpus's continuation)."""
+
+    def copy_agreed(self, tokens: int) -> None: ...
 
 
 @runtime_checkable
@@ -200,6 +220,13 @@ class CostAwareLength:
     that a condition the text no longer reaches (a long copy, on an edit) is
     not trusted on the next request (records) by what it learned there.
 
+    Told that a draft copies a source that has agreed with the sequence on r
+    tokens so far (``copy_agreed``), it trusts the copy for about as long
+    again: tokens past max(:data:`TRUSTED_LEAST`, :data:`TRUSTED_TIMES` * r)
+    are priced at :data:`UNPROVEN_CHANCE` at most, for that draft alone.
+    Where a longer pass costs more the draft is cut there; where passes
+    cost alike it still goes out whole.
+
     Told that a draft offers a token the model has refused at that place
     before (``refused_at``: twice since it last took it there,
     ``REFUSED_TIMES`` in ``drafting/submitting.py``), it prices that token at
@@ -239,6 +266,7 @@ class CostAwareLength:
     _history: int = field(default=REJECTED, init=False, repr=False)
     _origin: int = field(default=IN_STEP, init=False, repr=False)
     _refused_at: int = field(default=-1, init=False, repr=False)  # -1: none
+    _agreed: int = field(default=-1, init=False, repr=False)  # -1: not a copy, or not told
     # pass size -> (passes of that size timed, the fastest of them in seconds)
     _timed: dict[int, tuple[int, float]] = field(default_factory=dict, init=False, repr=False)
     _cost: np.ndarray | None = field(default=None, init=False, repr=False)
@@ -277,7 +305,8 @@ class CostAwareLength:
         self._history, self._origin = REJECTED, IN_STEP
 
     def length_of(self, full: int) -> int:
-        """The k <= full that maximizes (1 + expected accepted) / pass_cost[k]."""
+        """The k <= full that maximizes (1 + expected accepted) / pass_cost[k] (the
+        longest such)."""
         if full == 0:
             return 0
         c, j = self.condition, slice(1, full + 1)
@@ -288,8 +317,15 @@ class CostAwareLength:
         refused, self._refused_at = self._refused_at, -1
         if 0 <= refused < full:
             given[refused] = min(given[refused], REFUSED_CHANCE)
+        agreed, self._agreed = self._agreed, -1
+        if agreed >= 0:
+            trusted = max(TRUSTED_LEAST, TRUSTED_TIMES * agreed)
+            given[trusted:] = np.minimum(given[trusted:], UNPROVEN_CHANCE)
         tokens = 1.0 + np.concatenate(([0.0], np.cumsum(np.cumprod(given))))
-        return int(np.argmax(tokens / self._costs()[: full + 1]))
+        # Of the lengths that promise the most, the longest: where passes cost alike, a
+        # token too unlikely to add to the sum in floating point still costs nothing.
+        rate = (tokens / self._costs()[: full + 1])[::-1]
+        return full - int(np.argmax(rate))
 
     def observe(self, submitted: int, accepted: int) -> None:
         """The last draft submitted, accepted whole or not: the next drafts' history."""
@@ -306,6 +342,12 @@ class CostAwareLength:
         """The next draft's token ``index`` (0-based) is one the model has refused there:
         it is priced at REFUSED_CHANCE of being right, at most, for that draft alone."""
         self._refused_at = check_int(index, "index", 0)
+
+    def copy_agreed(self, tokens: int) -> None:
+        """The next draft copies a source that has agreed with the sequence on ``tokens``
+        tokens so far: its tokens past max(TRUSTED_LEAST, TRUSTED_TIMES * tokens) are
+        priced at UNPROVEN_CHANCE of being right, at most, for that draft alone."""
+        self._agreed = check_int(tokens, "tokens", 0)
 
     @property
     def condition(self) -> int:
@@ -372,6 +414,20 @@ PRIOR = 0.5
 # longer pass costs more, the draft is cut before it; where passes cost alike (a
 # GPU) it still goes out whole, as the tokens after it cost nothing.
 REFUSED_CHANCE = 0.1
+# A copy is trusted for about as long again as its source has agreed with the sequence
+# (TRUSTED_TIMES), and for TRUSTED_LEAST tokens from a match just found; the tokens
+# past that are this likely right at most. What a condition's counts learned of
+# copies that ran hundreds of tokens (an edit, a quote) says nothing of the next
+# copy's length: a session's first answer on the 0.5B copied runs of 5 to 30 tokens
+# from the file it was given, and after three tokens held the policy submitted 63 and
+# 31 more, which failed at their 5th to 8th (passes over 64 tokens, each the cost of
+# 27 over one, for 51 tokens answered). Runs of copied text are long-tailed: one that
+# has run r tokens is about as likely to run r more as not. Through `ngramdraft
+# serve` (docs/policies.md): twice the run and 4 at least, against 3x, and 2x with 2,
+# 6 or 8 at least, gained most over both models' five workloads.
+TRUSTED_LEAST = 4
+TRUSTED_TIMES = 2
+UNPROVEN_CHANCE = 0.1
 # A pass over k tokens costs at most about k passes over one (a batch shares the
 # weights' reads); small batches on a CPU come close (llama.cpp: 2 tokens 2.0x,
 # 3 tokens 3.2x one, in a trained model's measured curve), hence twice that. Three

@@ -6,7 +6,8 @@ how much of the last submitted draft the model accepted (``observe``) and,
 for a learning policy, token by token, what became of every whole draft,
 the tokens it did not submit included (``learn``): the sequence shows that
 a few steps later. A policy that hears refusals is also told where a draft
-offers a token the model has refused at that place before. This module
+offers a token the model has refused at that place before, and one that
+hears agreement how long a copy's source has held. This module
 keeps what those need (the last draft, the drafts awaiting their outcome,
 the refusals seen) apart from the drafter, which hands it the sequence.
 """
@@ -16,7 +17,7 @@ from typing import cast
 
 import numpy as np
 
-from .policy import HearsOrigin, HearsRefusals, Learns, Policy
+from .policy import HearsAgreement, HearsOrigin, HearsRefusals, Learns, Policy
 
 MAX_SHADOWS = 64  # whole drafts a learning policy may wait on (each settles within n_draft tokens)
 # A drafted token the model has refused at this many places after the same token (since
@@ -55,18 +56,24 @@ class Submitting:
         # Asked once: a protocol's isinstance costs microseconds, as much as a draft.
         self._hears_origin = isinstance(self.policy, HearsOrigin)
         self._hears_refusals = isinstance(self.policy, HearsRefusals)
+        self._hears_agreement = isinstance(self.policy, HearsAgreement)
 
     def start(self, n_draft: int) -> None:
         """A new sequence: the policy told, the drafts awaited dropped."""
         self.policy.start(n_draft)
         self.forget()
 
-    def cut(self, full: np.ndarray, origin: int, held: np.ndarray, n: int) -> np.ndarray:
+    def cut(
+        self, full: np.ndarray, origin: int, held: np.ndarray, n: int, agreed: int = -1
+    ) -> np.ndarray:
         """The part of a whole draft the policy submits, a copy (drafting whole costs
-        microseconds); ``origin``: where the rules drew it from (HearsOrigin)."""
+        microseconds); ``origin``: where the rules drew it from (HearsOrigin); ``agreed``:
+        the tokens a copy's source has agreed on so far (HearsAgreement; -1: not a copy)."""
         policy = self.policy
         if self._hears_origin:
             cast(HearsOrigin, policy).drafting_from(origin)
+        if self._hears_agreement and agreed >= 0 and len(full):
+            cast(HearsAgreement, policy).copy_agreed(agreed)
         if self._shadows is not None and len(full):
             if len(self._shadows) >= MAX_SHADOWS:  # drafts again and again, accepting nothing
                 del self._shadows[0]

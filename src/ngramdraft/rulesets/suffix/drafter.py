@@ -213,7 +213,9 @@ class SuffixDrafter(Drafter):
         with self.dynamic.lock:
             d = draft_step(self._st)
         if self._policy is not None:
-            return self._submitted(self._policy, self._buf[:d].copy(), self._origin())
+            return self._submitted(
+                self._policy, self._buf[:d].copy(), self._origin(), self._agreed()
+            )
         return self._buf[:d].copy()
 
     def _origin(self) -> int:
@@ -226,6 +228,12 @@ class SuffixDrafter(Drafter):
         if st[state.MISSES]:
             return MISSED
         return LONG_RUN if st[state.AGREED] >= PROVEN_RUN else IN_STEP
+
+    def _agreed(self) -> int:
+        """Tokens the draft just made's source has agreed with the sequence on since it
+        was set (0: a fresh match), for a policy; -1 for the corpus's, which copy nothing."""
+        st = self._st
+        return -1 if st[state.FROM_CORPUS] else int(st[state.AGREED])
 
     def accept(self, tokens: "ArrayLike") -> None:
         """Append verified tokens (accepted drafts and the model's own token)."""

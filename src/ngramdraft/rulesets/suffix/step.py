@@ -77,6 +77,7 @@ from .state import (
     DIVERGED,
     EMITTING,
     ENTRY_WORDS,
+    FROM_CORPUS,
     HINT,
     JUMPS,
     JUST_JUMPED,
@@ -134,12 +135,14 @@ def draft_step(st):
     out = int32s(st, OUT)
     st[N], st[MEM_N] = seq_h[POSITIONS_N], mem_h[POSITIONS_N]
     d = _draft(seq, seq_prev, seq_head, mem, mem_prev, mem_head, st, out)
+    st[FROM_CORPUS] = 0
     if d == 0 and st[CORPUS_SA + 1] > 0:
         text, sa = int32s(st, CORPUS_TEXT), int32s(st, CORPUS_SA)
         buckets, grams = int64s(st, CORPUS_BUCKETS), int64s(st, CORPUS_GRAMS).reshape((-1, 2))
         params = st[CORPUS_ARGS : CORPUS_ARGS + 4]
         last = st[CORPUS_LAST : CORPUS_LAST + CORPUS_LAST_WORDS]
         d = corpus_draft(text, sa, buckets, grams, seq, st[N], params, last, out)
+        st[FROM_CORPUS] = d > 0
     return d
 
 
