@@ -79,6 +79,18 @@ def test_cost_aware_submits_whole_drafts_when_passes_cost_the_same():
         plain.accept([t])
 
 
+def _trusting_copies(costs, n_draft):
+    """A policy that has seen copies of ``n_draft`` tokens hold, the last one submitted
+    too: it sends the next out whole."""
+    policy = CostAwareLength(costs)
+    policy.start(n_draft)
+    for _ in range(40):
+        _settle(policy, n_draft, n_draft, WHOLE)
+    policy.observe(n_draft, n_draft)
+    assert policy.length_of(n_draft) == n_draft
+    return policy
+
+
 def _settle(policy, full, matched, condition=REJECTED):
     """A whole draft of ``full`` tokens made in ``condition``, told at once: its first
     ``matched`` right."""
@@ -246,12 +258,7 @@ def test_a_copy_is_trusted_for_about_as_long_again_as_it_has_held():
     there where a longer pass costs more, whole where passes cost alike."""
     cpu = [1 + 0.4 * k for k in range(65)]
     for costs, short, long in ((cpu, 8, 64), ([1.0] * 65, 64, 64)):
-        policy = CostAwareLength(costs)
-        policy.start(64)
-        for _ in range(60):
-            _settle(policy, 64, 64, WHOLE)  # copies that held
-        policy.observe(3, 3)
-        assert policy.length_of(64) == 64
+        policy = _trusting_copies(costs, 64)
         policy.copy_agreed(4)
         assert policy.length_of(64) == short
         policy.copy_agreed(0)  # a match just found: TRUSTED_LEAST
@@ -589,12 +596,7 @@ def test_a_policy_is_told_where_a_draft_offers_a_token_the_model_refused_twice_t
 
 def test_a_refused_token_cuts_a_draft_where_passes_cost_more_and_not_where_they_do_not():
     for costs, cut in (([1.0 + 0.25 * k for k in range(9)], 3), ([1.0] * 9, 8)):
-        policy = CostAwareLength(costs)
-        policy.start(8)
-        for _ in range(40):
-            _settle(policy, 8, 8, WHOLE)  # copies that hold
-        policy.observe(8, 8)
-        assert policy.length_of(8) == 8
+        policy = _trusting_copies(costs, 8)
         policy.refused_at(3)
         assert policy.length_of(8) == cut
         assert policy.length_of(8) == 8  # told for one draft alone
