@@ -8,7 +8,16 @@ import pytest
 
 from ngramdraft import AdaptiveLength, CostAwareLength, Drafter, InvalidParameterError
 from ngramdraft.build.suffixes import build_suffix_corpus
-from ngramdraft.drafting.policy import IN_STEP, JUMPED, LONG_RUN, MISSED, REJECTED, WHOLE
+from ngramdraft.drafting.policy import (
+    IN_STEP,
+    JUMPED,
+    LONG_RUN,
+    MISSED,
+    REJECTED,
+    WHOLE,
+    HearsAgreement,
+    Learns,
+)
 from ngramdraft.rulesets.suffix.drafter import PROVEN_RUN
 
 LOOP = [1, 2, 3, 4, 5, 6, 7, 8, 9, 10] * 8
@@ -227,6 +236,34 @@ class _Agreed(CostAwareLength):
     def copy_agreed(self, tokens):
         super().copy_agreed(tokens)
         self.agreed = [*getattr(self, "agreed", []), tokens]
+
+
+def test_a_policy_of_ones_own_that_learns_needs_no_more_than_learns_asks():
+    """Each optional protocol is its own: a policy that learns is told what became of its
+    drafts whether or not it hears how long a copy has held (copy_agreed once slipped
+    into Learns, and such a policy would have learned nothing)."""
+
+    class Mine:
+        condition = 0
+
+        def start(self, n_draft):
+            self.heard = []
+
+        def length_of(self, full):
+            return full
+
+        def observe(self, submitted, accepted):
+            pass
+
+        def learn(self, full, start, right, wrong, condition):
+            self.heard.append((start, right, wrong))
+
+    assert isinstance(Mine(), Learns) and not isinstance(Mine(), HearsAgreement)
+    drafter = Drafter(rules="suffix", n_draft=4, policy=Mine())
+    drafter.start([5, 6, 7, 8, 9, 10, 5, 6])
+    assert drafter.draft().tolist() == [7, 8, 9, 10]
+    drafter.accept([7, 99])
+    assert drafter._policy.heard == [(0, 1, True)]
 
 
 def test_the_suffix_rules_tell_a_policy_how_long_a_copys_source_has_agreed():

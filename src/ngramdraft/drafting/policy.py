@@ -77,12 +77,6 @@ class Policy(Protocol):
 class Learns(Protocol):
     """A policy that also learns from whole drafts, submitted or not."""
 
-    def copy_agreed(self, tokens: int) -> None:
-        """The next draft copies a source that has agreed with the sequence on ``tokens``
-        tokens so far: its tokens past max(TRUSTED_LEAST, TRUSTED_TIMES * tokens) are
-        priced at UNPROVEN_CHANCE of being right, at most, for that draft alone."""
-        self._agreed = check_int(tokens, "tokens", 0)
-
     @property
     def condition(self) -> int: ...
 
