@@ -64,6 +64,8 @@ DEFAULT_LLAMA_SERVER = (
     / "llama-server"
 )
 PLAIN = "llama-server"
+# `ngramdraft serve` from the checkout --before names (PYTHONPATH), beside this one's.
+BEFORE = "ngramdraft serve (before)"
 # name -> (server, its arguments beyond the model, threads, context and port)
 CONFIGS = {
     PLAIN: ("llama-server", []),
@@ -80,10 +82,8 @@ CONFIGS = {
     "ngramdraft serve --n-draft 32": ("ngramdraft", ["--n-draft", "32"]),
     "ngramdraft serve --rules llamacpp": ("ngramdraft", ["--rules", "llamacpp"]),
     "ngramdraft serve -fa on": ("ngramdraft", ["-fa", "on"]),
-    # `ngramdraft serve` from the checkout --before names (PYTHONPATH), beside this one's.
-    "ngramdraft serve (before)": ("ngramdraft", []),
+    BEFORE: ("ngramdraft", []),
 }
-BEFORE = "ngramdraft serve (before)"
 SMOKE_CONFIGS = (PLAIN, "llama-server --spec-default", "ngramdraft serve --no-draft",
                  "ngramdraft serve", BEFORE)  # fmt: skip
 MODELS = "qwen2.5-coder-0.5b-instruct"

@@ -416,9 +416,9 @@ REFUSED_CHANCE = 0.1
 # from the file it was given, and after three tokens held the policy submitted 63 and
 # 31 more, which failed at their 5th to 8th (passes over 64 tokens, each the cost of
 # 27 over one, for 51 tokens answered). Runs of copied text are long-tailed: one that
-# has run r tokens is about as likely to run r more as not. Through `ngramdraft
-# serve` (docs/policies.md): twice the run and 4 at least, against 3x, and 2x with 2,
-# 6 or 8 at least, gained most over both models' five workloads.
+# has run r tokens is about as likely to run r more as not. Priced over `ngramdraft
+# serve`'s own passes (docs/policies.md), twice the run and 4 at least gained most
+# over both models' five workloads together, against 3x, and 2x with 2, 6 or 8.
 TRUSTED_LEAST = 4
 TRUSTED_TIMES = 2
 UNPROVEN_CHANCE = 0.1
