@@ -41,14 +41,6 @@ if TYPE_CHECKING:
 # CostAwareLength learns those drafts apart and submits them long (llama.cpp's ngram-mod
 # drafts only after a 24-token match, and 48-64 tokens then, nearly all accepted).
 PROVEN_RUN = 16
-# A match that runs back this far tells a policy its source has agreed with the sequence
-# on that many tokens even where the pointer was just set (a session's answer that
-# copies an earlier one whole, its first tokens matched back into the template): the
-# match is agreement the pointer's count has not seen. Shorter matches are mostly the
-# chat template's and a phrase's, which say nothing of how long a copy runs. 24 is
-# ngram-mod's n_match (llama-server's --spec-default); replayed over both models' five
-# workloads (docs/policies.md) 24 gained most of 16, 24, 32 and 48.
-LONG_MATCH = 24
 
 
 def _address(array: np.ndarray) -> tuple[int, int]:
@@ -238,14 +230,10 @@ class SuffixDrafter(Drafter):
         return LONG_RUN if st[state.AGREED] >= PROVEN_RUN else IN_STEP
 
     def _agreed(self) -> int:
-        """Tokens the draft just made's source has agreed with the sequence on, for a
-        policy: since it was set (0: a fresh match), or as far back as its match runs
-        where that is LONG_MATCH tokens or more; -1 for the corpus's, which copy nothing."""
+        """Tokens the draft just made's source has agreed with the sequence on since it
+        was set (0: a fresh match), for a policy; -1 for the corpus's, which copy nothing."""
         st = self._st
-        if st[state.FROM_CORPUS]:
-            return -1
-        matched = st[state.MATCHED]
-        return int(max(st[state.AGREED], matched if matched >= LONG_MATCH else 0))
+        return -1 if st[state.FROM_CORPUS] else int(st[state.AGREED])
 
     def accept(self, tokens: "ArrayLike") -> None:
         """Append verified tokens (accepted drafts and the model's own token)."""

@@ -29,7 +29,6 @@ addresses (``rows.py``).
                     walking (-1: none), and how many it has passed
 36     APPLIED      how many substitutions are seen enough to be applied
 37     FROM_CORPUS  1 if the last draft came from the corpus, not a copy
-38     MATCHED      tokens the last draft's match ran back over (0: none)
 40-119 LEARNED      the substitutions, 5 words each: the old tokens'
                     position in the sequence and count, the new ones',
                     and the sightings since it last missed
@@ -44,7 +43,7 @@ SEQ_INDEX, MEM_INDEX, OUT, CORPUS_TEXT, CORPUS_SA, CORPUS_BUCKETS, CORPUS_GRAMS 
     11, 12, 13, 15, 17, 19, 21
 )  # fmt: skip
 CORPUS_ARGS, HINT, CORPUS_LAST = 23, 27, 28
-DIVERGED, EMITTING, APPLIED, FROM_CORPUS, MATCHED, LEARNED = 32, 34, 36, 37, 38, 40
+DIVERGED, EMITTING, APPLIED, FROM_CORPUS, LEARNED = 32, 34, 36, 37, 40
 # A learned substitution's words (LEARNED + entry * ENTRY_WORDS + these).
 OLD_AT, OLD_LEN, NEW_AT, NEW_LEN, SEEN = range(5)
 ENTRY_WORDS = 5

@@ -83,7 +83,6 @@ from .state import (
     JUST_JUMPED,
     LANDED,
     LEARNED,
-    MATCHED,
     MEM,
     MEM_INDEX,
     MEM_N,
@@ -167,7 +166,6 @@ def _draft(seq, seq_prev, seq_head, mem, mem_prev, mem_head, st, out):
         shortest,
     )  # fmt: skip
     where, start = NONE, -1
-    st[MATCHED] = 0
     if length_m > length:
         j, length, where = jm, length_m, MEM
     elif length > 0:
@@ -183,7 +181,6 @@ def _draft(seq, seq_prev, seq_head, mem, mem_prev, mem_head, st, out):
             where, start = src, st[POINTER]
     elif jumpable:
         start = j + 1
-        st[MATCHED] = length
         if src != where or start != st[POINTER]:  # a jump: the new source has proved nothing
             if length < GATED_MATCH and gated:
                 return 0
